@@ -1,0 +1,45 @@
+//! # ms-smt: merkle-sum sparse merkle trees
+//!
+//! The tree behind Taproot Assets universes and supply commitments, with
+//! roots and proofs bit-identical to the Go reference (taproot-assets
+//! `mssmt`).
+//!
+//! * [`FullTree`] and [`CompactedTree`]: the same roots and proofs.
+//! * [`Tree::insert_many`]: one descent for a whole batch, one store commit.
+//! * [`Proof`]: verification, compression, and the Go wire format.
+//! * [`store`]: the async store boundary and an in-memory store.
+//!
+//! ```
+//! use ms_smt::{CompactedTree, Key, Leaf, store::MemoryStore};
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let tree = CompactedTree::new(MemoryStore::new());
+//! let key = Key([1; 32]);
+//! let root = tree
+//!     .insert_many([(key, Leaf::new(b"asset".to_vec(), 100))])
+//!     .await?;
+//! let proof = tree.merkle_proof(&key).await?;
+//! assert!(proof.verify(&key, &Leaf::new(b"asset".to_vec(), 100), &root));
+//! assert_eq!(root.sum, 100);
+//! # Ok::<_, ms_smt::TreeError<ms_smt::store::MemoryError>>(())
+//! # }).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+pub mod empty;
+pub mod error;
+pub mod hash;
+pub mod key;
+pub mod leaf;
+pub mod node;
+pub mod proof;
+pub mod store;
+mod sum;
+pub mod tree;
+
+pub use error::{PlanError, SumOverflow, TreeError};
+pub use hash::Hash;
+pub use key::Key;
+pub use leaf::Leaf;
+pub use node::{ComputedNode, Node};
+pub use proof::{CompressedProof, DecodeError, Proof, verify_merkle_proof};
+pub use tree::{Compacted, CompactedTree, Full, FullTree, Layout, LayoutKind, Tree};

@@ -1,0 +1,74 @@
+//! The mutation batch a descent produces and a store applies in one commit.
+
+use std::collections::HashMap;
+
+use crate::hash::Hash;
+use crate::node::{ComputedNode, Node};
+
+/// Everything one write changes, produced by the read phase and applied by
+/// [`TreeStore::commit`](super::TreeStore::commit) in one atomic step.
+///
+/// `inserts` and `deletes` count positions: each insert adds one reference
+/// to the node under that hash (creating the row if new), each delete drops
+/// one (removing the row when none remain). The same hash may appear several
+/// times; [`UpdateBatch::net_changes`] folds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateBatch {
+    /// The root the batch was planned against; commit refuses to apply it
+    /// over any other root.
+    pub old_root: ComputedNode,
+    /// The root after the batch.
+    pub new_root: ComputedNode,
+    /// Nodes placed at new positions.
+    pub inserts: Vec<(Hash, Node)>,
+    /// Hashes of nodes removed from positions.
+    pub deletes: Vec<Hash>,
+}
+
+/// The net effect of a batch on one node row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetChange<'a> {
+    /// The node hash.
+    pub hash: Hash,
+    /// References added (positive) or dropped (negative).
+    pub delta: i64,
+    /// The node's content when the batch inserted it at least once.
+    pub node: Option<&'a Node>,
+}
+
+impl UpdateBatch {
+    /// True when applying the batch would change nothing.
+    pub fn is_noop(&self) -> bool {
+        self.inserts.is_empty() && self.deletes.is_empty() && self.old_root == self.new_root
+    }
+
+    /// The batch folded to one change per hash, zero deltas dropped, in hash
+    /// order (a stable order keeps SQL lock acquisition deterministic).
+    pub fn net_changes(&self) -> Vec<NetChange<'_>> {
+        let mut map: HashMap<Hash, NetChange<'_>, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(
+                self.inserts.len() + self.deletes.len(),
+                Default::default(),
+            );
+        for (hash, node) in &self.inserts {
+            let e = map.entry(*hash).or_insert(NetChange {
+                hash: *hash,
+                delta: 0,
+                node: None,
+            });
+            e.delta = e.delta.saturating_add(1);
+            e.node = Some(node);
+        }
+        for hash in &self.deletes {
+            let e = map.entry(*hash).or_insert(NetChange {
+                hash: *hash,
+                delta: 0,
+                node: None,
+            });
+            e.delta = e.delta.saturating_sub(1);
+        }
+        let mut out: Vec<_> = map.into_values().filter(|c| c.delta != 0).collect();
+        out.sort_unstable_by(|a, b| a.hash.cmp(&b.hash));
+        out
+    }
+}

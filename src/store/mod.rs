@@ -1,0 +1,72 @@
+//! The store boundary: the only async part of the crate.
+//!
+//! A tree reads nodes in level-sized batches ([`TreeStore::fetch_nodes`]:
+//! one call per level of the descent, never one per node), runs the pure
+//! descent against what it fetched, and hands the resulting [`UpdateBatch`]
+//! to [`TreeStore::commit`] in one call. Stores keep a reference count per
+//! node hash: identical subtrees at different positions share one row, and a
+//! row disappears only when the last position using it lets go.
+
+mod batch;
+mod counters;
+mod memory;
+
+pub use batch::{NetChange, UpdateBatch};
+pub use counters::{Counters, StoreStats};
+pub use memory::{MemoryError, MemoryStore};
+
+use std::future::Future;
+
+use crate::hash::Hash;
+use crate::node::{ComputedNode, Node};
+
+/// Synchronous read access to nodes by hash: what the pure descent walks.
+pub trait NodeSource {
+    /// The node stored under `hash`, if known.
+    fn node(&self, hash: &Hash) -> Option<&Node>;
+}
+
+/// What [`TreeStore::commit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The batch was applied and the root moved to `new_root`.
+    Committed,
+    /// The stored root was no longer `old_root`: another writer got there
+    /// first. Nothing was written; the tree re-reads and retries.
+    RootMoved {
+        /// The root found in the store.
+        current: ComputedNode,
+    },
+}
+
+/// A node store holding one tree (one namespace).
+///
+/// Implementations must make [`commit`](TreeStore::commit) atomic: it either
+/// applies the whole batch and moves the root, or writes nothing.
+pub trait TreeStore: Send + Sync {
+    /// The store's own error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The current root; the empty tree's root when nothing is stored.
+    fn load_root(&self) -> impl Future<Output = Result<ComputedNode, Self::Error>> + Send;
+
+    /// The nodes stored under `hashes` (one round trip). Hashes not found
+    /// are simply absent from the result.
+    fn fetch_nodes(
+        &self,
+        hashes: &[Hash],
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
+
+    /// Applies `batch` atomically if the stored root still equals
+    /// `batch.old_root`.
+    fn commit(
+        &self,
+        batch: &UpdateBatch,
+    ) -> impl Future<Output = Result<CommitOutcome, Self::Error>> + Send;
+
+    /// Removes every node and the root of this namespace only.
+    fn delete_all(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Operation counters (round trips, statements, nodes read and written).
+    fn stats(&self) -> StoreStats;
+}

@@ -1,0 +1,46 @@
+//! The nodes one operation fetched: the descent's synchronous reader.
+
+use std::collections::HashMap;
+
+use crate::hash::Hash;
+use crate::node::Node;
+use crate::store::NodeSource;
+
+/// Nodes keyed by hash, filled level by level before the descent runs.
+#[derive(Debug, Default, Clone)]
+pub struct NodeCache {
+    nodes: HashMap<Hash, Node, foldhash::fast::RandomState>,
+}
+
+impl NodeCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds fetched nodes.
+    pub fn extend(&mut self, nodes: impl IntoIterator<Item = (Hash, Node)>) {
+        self.nodes.extend(nodes);
+    }
+
+    /// True when `hash` was fetched.
+    pub fn contains(&self, hash: &Hash) -> bool {
+        self.nodes.contains_key(hash)
+    }
+
+    /// Number of cached nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+impl NodeSource for NodeCache {
+    fn node(&self, hash: &Hash) -> Option<&Node> {
+        self.nodes.get(hash)
+    }
+}

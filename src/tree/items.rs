@@ -1,0 +1,68 @@
+//! Batch preparation: tree order, last-write-wins, and the batch sum.
+
+use crate::error::PlanError;
+use crate::key::Key;
+use crate::leaf::Leaf;
+
+/// One key of a batch with the leaf it should hold after the write.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Item<'a> {
+    pub key: Key,
+    pub leaf: &'a Leaf,
+}
+
+/// The batch sorted in tree order with one item per key: when a key occurs
+/// more than once the **last** occurrence wins, as a map built by inserting
+/// the pairs in order would.
+pub(crate) fn prepare(batch: &[(Key, Leaf)]) -> Vec<Item<'_>> {
+    let mut items: Vec<Item<'_>> = batch
+        .iter()
+        .map(|(key, leaf)| Item { key: *key, leaf })
+        .collect();
+    // Stable: equal keys keep their input order, so the last one is last.
+    items.sort_by(|a, b| a.key.tree_cmp(&b.key));
+    let mut out: Vec<Item<'_>> = Vec::with_capacity(items.len());
+    for item in items {
+        match out.last_mut() {
+            Some(last) if last.key == item.key => *last = item,
+            _ => out.push(item),
+        }
+    }
+    out
+}
+
+/// Checked sum of the batch's leaves (after last-wins).
+pub(crate) fn batch_sum(items: &[Item<'_>]) -> Result<u64, PlanError> {
+    items.iter().try_fold(0u64, |acc, it| {
+        acc.checked_add(it.leaf.sum())
+            .ok_or(PlanError::BatchSumOverflow)
+    })
+}
+
+/// Keys sorted in tree order without duplicates.
+pub(crate) fn sorted_keys(keys: &[Key]) -> Vec<Key> {
+    let mut out = keys.to_vec();
+    out.sort_unstable_by(|a, b| a.tree_cmp(b));
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_write_wins() {
+        let k = Key([1; 32]);
+        let batch = vec![
+            (k, Leaf::new(b"first".to_vec(), 1)),
+            (Key([2; 32]), Leaf::new(b"x".to_vec(), 5)),
+            (k, Leaf::new(b"second".to_vec(), 2)),
+        ];
+        let items = prepare(&batch);
+        assert_eq!(items.len(), 2);
+        let hit = items.iter().find(|i| i.key == k).map(|i| i.leaf.value());
+        assert_eq!(hit, Some(&b"second"[..]));
+        assert_eq!(batch_sum(&items), Ok(7));
+    }
+}

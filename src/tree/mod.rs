@@ -1,0 +1,244 @@
+//! The two tree layouts over any [`TreeStore`].
+//!
+//! ```text
+//!   insert_many(batch)
+//!        │ sort keys in tree order, last write wins, checked batch sum
+//!        ▼
+//!   read phase   ── store.load_root, then store.fetch_nodes once per level
+//!        │          (children of every touched node of that depth)
+//!        ▼
+//!   descent      ── pure and synchronous: partitions the keys at each
+//!        │          touched node, rebuilds each touched node once, queues
+//!        │          inserts and deletes, checks every sum
+//!        ▼
+//!   write phase  ── store.commit(UpdateBatch): one atomic call, applied
+//!                   only if the root is still the one that was read
+//! ```
+
+mod cache;
+mod compacted;
+mod fetch;
+mod full;
+mod items;
+mod plan;
+mod walk;
+
+pub use cache::NodeCache;
+pub use plan::plan_insert_many;
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::error::{PlanError, TreeError};
+use crate::key::Key;
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::proof::Proof;
+use crate::store::{CommitOutcome, TreeStore};
+
+/// Which descent a tree runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayoutKind {
+    /// Every branch on every path is stored (Go's `FullTree`).
+    Full,
+    /// Single-leaf subtrees are stored as one compacted leaf (Go's `CompactedTree`).
+    Compacted,
+}
+
+/// A tree layout, chosen by type: [`Full`] or [`Compacted`].
+pub trait Layout: sealed::Sealed + Send + Sync + 'static {
+    /// The layout's descent.
+    const KIND: LayoutKind;
+}
+
+/// Marker for the full layout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Full;
+/// Marker for the compacted layout.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Compacted;
+
+impl Layout for Full {
+    const KIND: LayoutKind = LayoutKind::Full;
+}
+impl Layout for Compacted {
+    const KIND: LayoutKind = LayoutKind::Compacted;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Full {}
+    impl Sealed for super::Compacted {}
+}
+
+/// A merkle-sum sparse merkle tree on store `S` with layout `L`.
+///
+/// Both layouts give identical roots and proofs for the same contents; use
+/// [`FullTree`] or [`CompactedTree`]. Every operation is one read phase and
+/// at most one store commit. Concurrent writers on one namespace are
+/// serialised optimistically: a commit whose root moved is retried from a
+/// fresh read, so no update is lost.
+#[derive(Debug, Clone)]
+pub struct Tree<S, L> {
+    store: S,
+    max_attempts: u32,
+    layout: PhantomData<L>,
+}
+
+/// The full layout (every branch stored).
+pub type FullTree<S> = Tree<S, Full>;
+/// The compacted layout (single-leaf subtrees stored as one node).
+pub type CompactedTree<S> = Tree<S, Compacted>;
+
+type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
+
+/// Default number of optimistic attempts per write.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
+
+impl<S: TreeStore, L: Layout> Tree<S, L> {
+    /// A tree over `store` (one namespace of it).
+    pub fn new(store: S) -> Self {
+        Tree {
+            store,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            layout: PhantomData,
+        }
+    }
+
+    /// Sets how many times a write is retried when other writers move the
+    /// root between its read and its commit.
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The current root hash and sum; the empty root for an empty tree.
+    pub async fn root(&self) -> Res<ComputedNode, S> {
+        self.store.load_root().await.map_err(TreeError::Store)
+    }
+
+    /// Writes `leaf` at `key` (an empty leaf deletes). Returns the new root.
+    pub async fn insert(&self, key: Key, leaf: Leaf) -> Res<ComputedNode, S> {
+        self.insert_many([(key, leaf)]).await
+    }
+
+    /// Deletes the leaf at `key`; deleting an absent key changes nothing.
+    pub async fn delete(&self, key: Key) -> Res<ComputedNode, S> {
+        self.insert_many([(key, Leaf::empty())]).await
+    }
+
+    /// Writes a whole batch in one descent and one store commit; returns the
+    /// new root.
+    ///
+    /// Empty leaves delete. When a key occurs more than once the **last**
+    /// pair wins. The batch is rejected, with nothing written, iff the
+    /// tree's final total sum would exceed `u64::MAX` (replaced leaves'
+    /// sums count as removed). An empty batch does nothing.
+    pub async fn insert_many<I>(&self, batch: I) -> Res<ComputedNode, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        let items = items::prepare(&batch);
+        if items.is_empty() {
+            return self.root().await;
+        }
+        items::batch_sum(&items)?;
+        let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
+        for attempt in 0..self.max_attempts {
+            let Some((root, cache)) = self.read(&keys, true).await? else {
+                backoff(attempt).await;
+                continue;
+            };
+            let update = plan::plan_items(L::KIND, &cache, root, &items)?;
+            if update.is_noop() {
+                return Ok(root);
+            }
+            match self.store.commit(&update).await.map_err(TreeError::Store)? {
+                CommitOutcome::Committed => return Ok(update.new_root),
+                CommitOutcome::RootMoved { .. } => backoff(attempt).await,
+            }
+        }
+        Err(TreeError::Contention {
+            attempts: self.max_attempts,
+        })
+    }
+
+    /// The leaf at `key`; the empty leaf when absent.
+    pub async fn get(&self, key: &Key) -> Res<Leaf, S> {
+        Ok(self.get_many(std::slice::from_ref(key)).await?.remove(0))
+    }
+
+    /// The leaves at `keys`, in order, read in one level-batched descent.
+    pub async fn get_many(&self, keys: &[Key]) -> Res<Vec<Leaf>, S> {
+        self.read_each(keys, false, |cache, root, key| {
+            walk::walk(cache, root, key, None)
+        })
+        .await
+    }
+
+    /// The merkle proof for `key` (inclusion or exclusion).
+    pub async fn merkle_proof(&self, key: &Key) -> Res<Proof, S> {
+        Ok(self.merkle_proofs(std::slice::from_ref(key)).await?.remove(0))
+    }
+
+    /// Proofs for `keys`, in order, read in one level-batched descent.
+    pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
+        self.read_each(keys, true, |cache, root, key| {
+            let mut proof = Proof::empty();
+            walk::walk(cache, root, key, Some(&mut proof))?;
+            Ok(proof)
+        })
+        .await
+    }
+
+    /// Removes every node and the root of this tree's namespace.
+    pub async fn delete_all(&self) -> Res<(), S> {
+        self.store.delete_all().await.map_err(TreeError::Store)
+    }
+
+    /// Reads the root and the nodes on the paths of `keys`. `None` when a
+    /// concurrent writer removed a node between the two (retry).
+    async fn read(&self, keys: &[Key], siblings: bool) -> Res<Option<(ComputedNode, NodeCache)>, S> {
+        let root = self.root().await?;
+        let sorted = items::sorted_keys(keys);
+        match fetch::fetch_paths(&self.store, &root, &sorted, siblings).await {
+            Ok(cache) => Ok(Some((root, cache))),
+            Err(TreeError::Plan(PlanError::MissingNode { .. })) if self.root().await? != root => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn read_each<T>(
+        &self,
+        keys: &[Key],
+        siblings: bool,
+        f: impl Fn(&NodeCache, &ComputedNode, &Key) -> Result<T, PlanError>,
+    ) -> Res<Vec<T>, S> {
+        for attempt in 0..self.max_attempts {
+            let Some((root, cache)) = self.read(keys, siblings).await? else {
+                backoff(attempt).await;
+                continue;
+            };
+            return keys
+                .iter()
+                .map(|k| f(&cache, &root, k).map_err(TreeError::Plan))
+                .collect();
+        }
+        Err(TreeError::Contention {
+            attempts: self.max_attempts,
+        })
+    }
+}
+
+/// Short randomised pause before retrying a write that lost a race.
+async fn backoff(attempt: u32) {
+    let spread = u64::from(attempt.min(8)) + 1;
+    let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 500;
+    tokio::time::sleep(Duration::from_micros(spread * 200 + jitter)).await;
+}

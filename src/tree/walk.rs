@@ -1,0 +1,83 @@
+//! Read walks shared by both layouts: the leaf at a key and its proof.
+
+use crate::empty::is_empty_hash;
+use crate::error::PlanError;
+use crate::key::{Key, MAX_LEVEL};
+use crate::leaf::Leaf;
+use crate::node::{ComputedNode, Node, compacted_hash};
+use crate::proof::Proof;
+use crate::store::NodeSource;
+
+/// Walks from `root` towards `key`. Returns the leaf found (the empty leaf
+/// for an absent key) and, when `siblings` is given, fills in every sibling
+/// met on the way (entries left untouched are empty subtrees).
+pub(crate) fn walk<R: NodeSource>(
+    source: &R,
+    root: &ComputedNode,
+    key: &Key,
+    mut siblings: Option<&mut Proof>,
+) -> Result<Leaf, PlanError> {
+    let mut hash = root.hash;
+    for level in 0..=MAX_LEVEL {
+        if is_empty_hash(level, &hash) {
+            return Ok(Leaf::empty());
+        }
+        let node = source
+            .node(&hash)
+            .ok_or(PlanError::MissingNode { hash, level })?;
+        match node {
+            Node::Branch { left, right, .. } if level < MAX_LEVEL => {
+                let (child, sibling) = if key.bit(level) {
+                    (*right, *left)
+                } else {
+                    (*left, *right)
+                };
+                if let Some(proof) = siblings.as_deref_mut() {
+                    let sum = if is_empty_hash(level + 1, &sibling) {
+                        0
+                    } else {
+                        source
+                            .node(&sibling)
+                            .ok_or(PlanError::MissingNode {
+                                hash: sibling,
+                                level: level + 1,
+                            })?
+                            .sum()
+                    };
+                    proof.set_sibling(level + 1, ComputedNode::new(sibling, sum));
+                }
+                hash = child;
+            }
+            Node::Leaf(leaf) if level == MAX_LEVEL => return Ok(leaf.clone()),
+            Node::Compacted { key: stored, leaf } => {
+                let there = stored.under_path(key, level);
+                return Ok(match key.first_difference(&there) {
+                    None => leaf.clone(),
+                    Some(split) => {
+                        if let Some(proof) = siblings.as_deref_mut() {
+                            let sibling = compacted_hash(split + 1, &there, leaf);
+                            proof.set_sibling(split + 1, ComputedNode::new(sibling, leaf.sum()));
+                        }
+                        Leaf::empty()
+                    }
+                });
+            }
+            other => {
+                return Err(PlanError::UnexpectedNode {
+                    hash,
+                    level,
+                    found: match other {
+                        Node::Branch { .. } => "branch",
+                        Node::Leaf(_) => "plain leaf",
+                        Node::Compacted { .. } => "compacted leaf",
+                    },
+                });
+            }
+        }
+    }
+    Err(PlanError::UnexpectedNode {
+        hash,
+        level: MAX_LEVEL,
+        found: "branch",
+    })
+}
