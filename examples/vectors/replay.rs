@@ -1,0 +1,371 @@
+//! Replays files in the official MS-SMT test-vector format (spec §6.2-6.3)
+//! against a tree layout, a write path and a store. Shared by the `vectors`
+//! example (the conformance CLI) and `tests/vectors.rs`.
+#![allow(dead_code)] // each includer uses part of it
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use ms_smt::store::TreeStore;
+use ms_smt::{ComputedNode, Key, Layout, Leaf, Proof, Tree};
+use serde::Deserialize;
+
+/// Top level of a vector file (Go `TestVectors`).
+#[derive(Debug, Deserialize)]
+pub struct VectorFile {
+    pub all_tree_leaves: Vec<TestLeaf>,
+    pub valid_test_cases: Option<Vec<ValidCase>>,
+    pub error_test_cases: Option<Vec<ErrorCase>>,
+}
+
+/// One `{key, node}` entry.
+#[derive(Debug, Deserialize)]
+pub struct TestLeaf {
+    pub key: String,
+    pub node: TestNode,
+}
+
+/// A leaf: hex value, decimal sum.
+#[derive(Debug, Deserialize)]
+pub struct TestNode {
+    pub value: String,
+    pub sum: String,
+}
+
+/// A case that must succeed.
+#[derive(Debug, Deserialize)]
+pub struct ValidCase {
+    pub root_hash: String,
+    pub root_sum: String,
+    pub inserted_leaves: Option<Vec<String>>,
+    pub deleted_leaves: Option<Vec<String>>,
+    pub replaced_leaves: Option<Vec<TestLeaf>>,
+    pub inclusion_proofs: Option<Vec<TestProof>>,
+    pub exclusion_proofs: Option<Vec<TestProof>>,
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// A case whose last insert must fail.
+#[derive(Debug, Deserialize)]
+pub struct ErrorCase {
+    pub inserted_leaves: Option<Vec<String>>,
+    pub error: String,
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// A key and its canonical compressed proof, hex.
+#[derive(Debug, Deserialize)]
+pub struct TestProof {
+    pub proof_key: String,
+    pub compressed_proof: String,
+}
+
+/// Which write path a replay takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePath {
+    /// One `insert`/`delete` per leaf, per-key `merkle_proof`.
+    Sequential,
+    /// One `insert_many` per phase, one `merkle_proofs` for all proof keys.
+    Batched,
+}
+
+impl fmt::Display for WritePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WritePath::Sequential => "sequential",
+            WritePath::Batched => "batched",
+        })
+    }
+}
+
+/// The outcome of one case.
+#[derive(Debug)]
+pub struct CaseResult {
+    pub name: String,
+    pub failure: Option<String>,
+    pub proofs_checked: usize,
+}
+
+fn parse_key(hex: &str) -> Result<Key, String> {
+    hex.parse::<Key>().map_err(|e| format!("bad key {hex:?}: {e}"))
+}
+
+fn parse_leaf(node: &TestNode) -> Result<Leaf, String> {
+    let value = hex::decode(&node.value).map_err(|e| format!("bad value hex: {e}"))?;
+    let sum = node
+        .sum
+        .parse::<u64>()
+        .map_err(|e| format!("bad sum {:?}: {e}", node.sum))?;
+    Ok(Leaf::new(value, sum))
+}
+
+/// Parses a vector file.
+pub fn load(path: &Path) -> Result<VectorFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("not a vector file: {e}"))
+}
+
+/// `all_tree_leaves` parsed, in file order.
+pub fn leaves(file: &VectorFile) -> Result<Vec<(Key, Leaf)>, String> {
+    file.all_tree_leaves
+        .iter()
+        .map(|l| Ok((parse_key(&l.key)?, parse_leaf(&l.node)?)))
+        .collect()
+}
+
+/// The leaves of `all_tree_leaves` whose keys `listed` names, in file order,
+/// with their index in the file.
+fn selected(all: &[(Key, Leaf)], listed: &Option<Vec<String>>) -> Result<Vec<(usize, Key, Leaf)>, String> {
+    let listed: Vec<Key> = listed
+        .iter()
+        .flatten()
+        .map(|k| parse_key(k))
+        .collect::<Result<_, _>>()?;
+    Ok(all
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _))| listed.contains(k))
+        .map(|(i, (k, l))| (i, *k, l.clone()))
+        .collect())
+}
+
+fn err<E: fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// Replays a valid case on `tree` (which must be empty).
+pub async fn replay_valid<S: TreeStore, L: Layout>(
+    tree: &Tree<S, L>,
+    all: &[(Key, Leaf)],
+    case: &ValidCase,
+    path: WritePath,
+) -> Result<usize, String> {
+    let inserted = selected(all, &case.inserted_leaves)?;
+    let deleted: Vec<Key> = case
+        .deleted_leaves
+        .iter()
+        .flatten()
+        .map(|k| parse_key(k))
+        .collect::<Result<_, _>>()?;
+    let replaced: Vec<(Key, Leaf)> = case
+        .replaced_leaves
+        .iter()
+        .flatten()
+        .map(|l| Ok((parse_key(&l.key)?, parse_leaf(&l.node)?)))
+        .collect::<Result<_, String>>()?;
+
+    // The leaf each key holds after the case's last write to it.
+    let mut state: HashMap<Key, Leaf> = HashMap::new();
+    let phases: [Vec<(Key, Leaf)>; 3] = [
+        inserted.iter().map(|(_, k, l)| (*k, l.clone())).collect(),
+        deleted.iter().map(|k| (*k, Leaf::empty())).collect(),
+        replaced,
+    ];
+    for phase in &phases {
+        match path {
+            WritePath::Sequential => {
+                for (k, l) in phase {
+                    if l.is_empty() {
+                        tree.delete(*k).await.map_err(err("delete"))?;
+                    } else {
+                        tree.insert(*k, l.clone()).await.map_err(err("insert"))?;
+                    }
+                }
+            }
+            WritePath::Batched => {
+                tree.insert_many(phase.iter().cloned())
+                    .await
+                    .map_err(err("insert_many"))?;
+            }
+        }
+        state.extend(phase.iter().cloned());
+    }
+
+    let root = tree.root().await.map_err(err("root"))?;
+    let want_sum: u64 = case
+        .root_sum
+        .parse()
+        .map_err(|e| format!("bad root_sum {:?}: {e}", case.root_sum))?;
+    if root.hash.to_hex() != case.root_hash.to_lowercase() || root.sum != want_sum {
+        return Err(format!(
+            "root {} sum {} != expected {} sum {}",
+            root.hash, root.sum, case.root_hash, want_sum
+        ));
+    }
+
+    let mut checked = 0;
+    for (proofs, inclusion) in [(&case.inclusion_proofs, true), (&case.exclusion_proofs, false)] {
+        let proofs = proofs.as_deref().unwrap_or_default();
+        let keys: Vec<Key> = proofs
+            .iter()
+            .map(|p| parse_key(&p.proof_key))
+            .collect::<Result<_, _>>()?;
+        let generated: Vec<Proof> = match path {
+            WritePath::Batched => tree.merkle_proofs(&keys).await.map_err(err("merkle_proofs"))?,
+            WritePath::Sequential => {
+                let mut out = Vec::with_capacity(keys.len());
+                for k in &keys {
+                    out.push(tree.merkle_proof(k).await.map_err(err("merkle_proof"))?);
+                }
+                out
+            }
+        };
+        for ((want, key), proof) in proofs.iter().zip(&keys).zip(&generated) {
+            let leaf = if inclusion {
+                state.get(key).cloned().unwrap_or_default()
+            } else {
+                Leaf::empty()
+            };
+            check_proof(key, &leaf, &root, proof, &want.compressed_proof)
+                .map_err(|e| format!("{} proof for {key}: {e}", if inclusion { "inclusion" } else { "exclusion" }))?;
+            checked += 1;
+        }
+    }
+    Ok(checked)
+}
+
+fn check_proof(key: &Key, leaf: &Leaf, root: &ComputedNode, proof: &Proof, want_hex: &str) -> Result<(), String> {
+    let encoded = hex::encode(proof.to_bytes());
+    if encoded != want_hex.to_lowercase() {
+        return Err(format!("encoding differs: got {encoded}"));
+    }
+    let bytes = hex::decode(want_hex).map_err(err("vector proof hex"))?;
+    let decoded = Proof::from_bytes(&bytes).map_err(err("decode"))?;
+    if !decoded.verify(key, leaf, root) {
+        return Err("decoded proof does not verify".into());
+    }
+    if !proof.verify(key, leaf, root) {
+        return Err("generated proof does not verify".into());
+    }
+    Ok(())
+}
+
+/// Replays an error case on `tree` (which must be empty): every insert
+/// before the last leaf of `all_tree_leaves` succeeds, the one at the last
+/// index fails with an error containing `case.error`. On the batched path the
+/// one batch must be rejected and leave the tree unchanged.
+pub async fn replay_error<S: TreeStore, L: Layout>(
+    tree: &Tree<S, L>,
+    all: &[(Key, Leaf)],
+    case: &ErrorCase,
+    path: WritePath,
+) -> Result<(), String> {
+    let inserted = selected(all, &case.inserted_leaves)?;
+    let last = all.len().checked_sub(1).ok_or("all_tree_leaves is empty")?;
+    if inserted.last().map(|(i, _, _)| *i) != Some(last) {
+        return Err("error case does not insert the last leaf of all_tree_leaves".into());
+    }
+    let matches = |e: &dyn fmt::Display| {
+        let text = e.to_string();
+        if text.contains(&case.error) {
+            Ok(())
+        } else {
+            Err(format!("error {text:?} does not contain {:?}", case.error))
+        }
+    };
+    match path {
+        WritePath::Sequential => {
+            for (i, k, l) in &inserted {
+                let res = tree.insert(*k, l.clone()).await;
+                match (res, *i == last) {
+                    (Ok(_), false) => {}
+                    (Err(e), false) => return Err(format!("insert {i} failed early: {e}")),
+                    (Ok(_), true) => return Err(format!("insert {i} succeeded, expected {:?}", case.error)),
+                    (Err(e), true) => matches(&e)?,
+                }
+            }
+        }
+        WritePath::Batched => {
+            let before = tree.root().await.map_err(err("root"))?;
+            match tree.insert_many(inserted.iter().map(|(_, k, l)| (*k, l.clone()))).await {
+                Ok(_) => return Err(format!("batch succeeded, expected {:?}", case.error)),
+                Err(e) => matches(&e)?,
+            }
+            let after = tree.root().await.map_err(err("root"))?;
+            if before != after {
+                return Err("rejected batch changed the root".into());
+            }
+            for (_, k, _) in &inserted {
+                if !tree.get(k).await.map_err(err("get"))?.is_empty() {
+                    return Err(format!("rejected batch wrote key {k}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts of one run.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
+    pub proofs: usize,
+}
+
+impl Tally {
+    pub fn add(&mut self, result: &CaseResult) {
+        if result.failure.is_some() {
+            self.failed += 1;
+        } else {
+            self.passed += 1;
+        }
+        self.proofs += result.proofs_checked;
+    }
+}
+
+/// Replays every case of `file` with fresh trees from `fresh` (called once
+/// per case; each call must return an empty tree).
+pub async fn replay_file<S, L, F, Fut>(
+    file_name: &str,
+    file: &VectorFile,
+    label: &str,
+    path: WritePath,
+    mut fresh: F,
+) -> Vec<CaseResult>
+where
+    S: TreeStore,
+    L: Layout,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Tree<S, L>, String>>,
+{
+    let mut out = Vec::new();
+    let all = match leaves(file) {
+        Ok(all) => all,
+        Err(e) => {
+            out.push(CaseResult {
+                name: format!("{file_name} all_tree_leaves"),
+                failure: Some(e),
+                proofs_checked: 0,
+            });
+            return out;
+        }
+    };
+    for (i, case) in file.valid_test_cases.iter().flatten().enumerate() {
+        let name = format!("{file_name} valid[{i}] {label} path={path} ({})", case.comment);
+        let res = match fresh().await {
+            Ok(tree) => replay_valid(&tree, &all, case, path).await,
+            Err(e) => Err(e),
+        };
+        out.push(match res {
+            Ok(n) => CaseResult { name, failure: None, proofs_checked: n },
+            Err(e) => CaseResult { name, failure: Some(e), proofs_checked: 0 },
+        });
+    }
+    for (i, case) in file.error_test_cases.iter().flatten().enumerate() {
+        let name = format!("{file_name} error[{i}] {label} path={path} ({})", case.comment);
+        let res = match fresh().await {
+            Ok(tree) => replay_error(&tree, &all, case, path).await,
+            Err(e) => Err(e),
+        };
+        out.push(CaseResult {
+            name,
+            failure: res.err(),
+            proofs_checked: 0,
+        });
+    }
+    out
+}
