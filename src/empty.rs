@@ -36,12 +36,30 @@ mod tests {
     #[test]
     fn spec_table() {
         let cases = [
-            (256, "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc"),
-            (255, "5a61e238f07e3a8114e39670c1e5ff430913d5793028258cf8a49282efee4411"),
-            (254, "a9ed7261d36f1df934db5cfc81e1ea6e7c7117203dc4b88ccf336e6385153ec1"),
-            (2, "b72fb4b8936ef8080eac83b2e49b661e7c7f9a2db6880a57f72b8a0431cccc2f"),
-            (1, "5a9d70bc8ac90cab6a114615f3d43a6d64c53e8a6279963a496fd3ee910a8c76"),
-            (0, "b1e8e8f2dc3b266452988cfe169aa73be25405eeead02ab5dd6b3c6fd0ca8d67"),
+            (
+                256,
+                "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc",
+            ),
+            (
+                255,
+                "5a61e238f07e3a8114e39670c1e5ff430913d5793028258cf8a49282efee4411",
+            ),
+            (
+                254,
+                "a9ed7261d36f1df934db5cfc81e1ea6e7c7117203dc4b88ccf336e6385153ec1",
+            ),
+            (
+                2,
+                "b72fb4b8936ef8080eac83b2e49b661e7c7f9a2db6880a57f72b8a0431cccc2f",
+            ),
+            (
+                1,
+                "5a9d70bc8ac90cab6a114615f3d43a6d64c53e8a6279963a496fd3ee910a8c76",
+            ),
+            (
+                0,
+                "b1e8e8f2dc3b266452988cfe169aa73be25405eeead02ab5dd6b3c6fd0ca8d67",
+            ),
         ];
         for (level, hex) in cases {
             assert_eq!(empty_hash(level).to_hex(), hex, "level {level}");

@@ -44,7 +44,9 @@ pub enum PlanError {
     },
     /// The new root's sum disagrees with old sum - replaced sums + batch sums:
     /// the store returned inconsistent nodes.
-    #[error("root sum {computed} disagrees with the expected total {expected}: store is inconsistent")]
+    #[error(
+        "root sum {computed} disagrees with the expected total {expected}: store is inconsistent"
+    )]
     SumMismatch {
         /// Old total, minus the replaced leaves, plus the batch.
         expected: u128,

@@ -83,7 +83,10 @@ pub fn branch_hash(left: &Hash, right: &Hash, sum: u64) -> Hash {
     let mut state = SHA256_IV;
     sha2::compress256(
         &mut state,
-        &[*GenericArray::from_slice(&first), *GenericArray::from_slice(&second)],
+        &[
+            *GenericArray::from_slice(&first),
+            *GenericArray::from_slice(&second),
+        ],
     );
     let mut out = [0u8; 32];
     for (chunk, word) in out.chunks_exact_mut(4).zip(state) {

@@ -48,7 +48,10 @@ impl Proof {
     pub fn new(nodes: Vec<ComputedNode>) -> Result<Self, WrongLength> {
         let len = nodes.len();
         Ok(Proof {
-            nodes: nodes.into_boxed_slice().try_into().map_err(|_| WrongLength(len))?,
+            nodes: nodes
+                .into_boxed_slice()
+                .try_into()
+                .map_err(|_| WrongLength(len))?,
         })
     }
 

@@ -124,7 +124,11 @@ impl MemoryStore {
 
     fn apply(space: &mut Space, batch: &UpdateBatch) -> Result<u64, MemoryError> {
         // Inserts first, so a row that moves between positions never drops to
-        // zero in between; a failing delete is undone in reverse.
+        // zero in between; a failing delete is undone in reverse. Reserving
+        // the net growth up front avoids rehashing a large map repeatedly.
+        space
+            .nodes
+            .reserve(batch.inserts.len().saturating_sub(batch.deletes.len()));
         for (hash, node) in &batch.inserts {
             space
                 .nodes
@@ -161,7 +165,12 @@ impl MemoryStore {
         Ok((batch.inserts.len() + batch.deletes.len()) as u64)
     }
 
-    fn undo(space: &mut Space, batch: &UpdateBatch, deletes_done: usize, removed: Vec<(Hash, Entry)>) {
+    fn undo(
+        space: &mut Space,
+        batch: &UpdateBatch,
+        deletes_done: usize,
+        removed: Vec<(Hash, Entry)>,
+    ) {
         for (hash, entry) in removed {
             space.nodes.insert(hash, entry);
         }

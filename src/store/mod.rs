@@ -10,10 +10,18 @@
 mod batch;
 mod counters;
 mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use batch::{NetChange, UpdateBatch};
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::SqlStoreError;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteStore, SqliteTxStore};
 
 use std::future::Future;
 

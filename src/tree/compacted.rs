@@ -137,8 +137,15 @@ fn queue_joined<R: NodeSource>(
     match (new, node) {
         (_, Some(node)) => p.inserts.push((new.hash(level), node)),
         (Sub::Compacted { hash, key, leaf }, None) => {
-            let child = if matches!(l, Sub::Compacted { .. }) { l } else { r };
-            if let Sub::Compacted { hash: child_hash, .. } = child {
+            let child = if matches!(l, Sub::Compacted { .. }) {
+                l
+            } else {
+                r
+            };
+            if let Sub::Compacted {
+                hash: child_hash, ..
+            } = child
+            {
                 p.deletes.push(*child_hash);
             }
             p.inserts.push((

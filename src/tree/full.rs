@@ -103,7 +103,13 @@ fn join<'a>(level: usize, l: Sub<'a>, r: Sub<'a>) -> Result<Sub<'a>, PlanError> 
     Ok(Sub::Branch(ComputedNode::new(hash, sum)))
 }
 
-fn queue<R: NodeSource>(p: &mut Planner<'_, R>, level: usize, l: &Sub<'_>, r: &Sub<'_>, new: &Sub<'_>) {
+fn queue<R: NodeSource>(
+    p: &mut Planner<'_, R>,
+    level: usize,
+    l: &Sub<'_>,
+    r: &Sub<'_>,
+    new: &Sub<'_>,
+) {
     if let Sub::Branch(c) = new {
         p.inserts.push((
             c.hash,

@@ -184,7 +184,10 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// The merkle proof for `key` (inclusion or exclusion).
     pub async fn merkle_proof(&self, key: &Key) -> Res<Proof, S> {
-        Ok(self.merkle_proofs(std::slice::from_ref(key)).await?.remove(0))
+        Ok(self
+            .merkle_proofs(std::slice::from_ref(key))
+            .await?
+            .remove(0))
     }
 
     /// Proofs for `keys`, in order, read in one level-batched descent.
@@ -204,12 +207,18 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// Reads the root and the nodes on the paths of `keys`. `None` when a
     /// concurrent writer removed a node between the two (retry).
-    async fn read(&self, keys: &[Key], siblings: bool) -> Res<Option<(ComputedNode, NodeCache)>, S> {
+    async fn read(
+        &self,
+        keys: &[Key],
+        siblings: bool,
+    ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let root = self.root().await?;
         let sorted = items::sorted_keys(keys);
         match fetch::fetch_paths(&self.store, &root, &sorted, siblings).await {
             Ok(cache) => Ok(Some((root, cache))),
-            Err(TreeError::Plan(PlanError::MissingNode { .. })) if self.root().await? != root => Ok(None),
+            Err(TreeError::Plan(PlanError::MissingNode { .. })) if self.root().await? != root => {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }

@@ -72,7 +72,9 @@ impl<'a, R: NodeSource> Planner<'a, R> {
 
     /// The stored node under `hash`, which must be non-empty at `level`.
     pub fn node(&self, hash: &Hash, level: usize) -> Result<&'a Node, PlanError> {
-        self.source.node(hash).ok_or(PlanError::MissingNode { hash: *hash, level })
+        self.source
+            .node(hash)
+            .ok_or(PlanError::MissingNode { hash: *hash, level })
     }
 
     /// An untouched child at `level`, seen as a subtree; `path` is any key

@@ -1,0 +1,180 @@
+//! Pieces both SQL stores share: the error type, sum bit-casting, row
+//! decoding and the folding of a batch into per-row changes.
+
+use crate::hash::Hash;
+use crate::key::Key;
+use crate::leaf::Leaf;
+use crate::node::{ComputedNode, Node};
+use crate::store::UpdateBatch;
+
+/// Errors of the SQLite and Postgres stores.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlStoreError {
+    /// The database driver failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row does not decode into a node (wrong blob lengths, or a
+    /// branch with one child missing).
+    #[error("node row {hash} in namespace {namespace:?} is malformed: {what}")]
+    CorruptRow {
+        /// Namespace of the row.
+        namespace: String,
+        /// Hash column, hex (it may itself be the malformed part).
+        hash: String,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A batch dropped a reference to a node that is not stored; the
+    /// transaction was rolled back.
+    #[error("batch deletes node {hash} in namespace {namespace:?}, which is not stored")]
+    MissingReference {
+        /// Namespace.
+        namespace: String,
+        /// The node hash.
+        hash: Hash,
+    },
+    /// The schema in the database is newer than this crate knows.
+    #[error("database schema version {found} is newer than the {supported} this crate supports")]
+    SchemaTooNew {
+        /// Version found.
+        found: i64,
+        /// Highest version known.
+        supported: i64,
+    },
+}
+
+/// A u64 sum as the i64 with the same bits (SQL has only signed 64-bit
+/// integers). Sums are never compared or added in SQL.
+pub(crate) fn sum_to_sql(sum: u64) -> i64 {
+    i64::from_ne_bytes(sum.to_ne_bytes())
+}
+
+/// The inverse of [`sum_to_sql`].
+pub(crate) fn sum_from_sql(sum: i64) -> u64 {
+    u64::from_ne_bytes(sum.to_ne_bytes())
+}
+
+fn bytes32(namespace: &str, hash: &[u8], blob: &[u8], what: &'static str) -> Result<[u8; 32], SqlStoreError> {
+    blob.try_into().map_err(|_| SqlStoreError::CorruptRow {
+        namespace: namespace.to_owned(),
+        hash: hex::encode(hash),
+        what,
+    })
+}
+
+/// One node row as read from SQL.
+pub(crate) struct NodeRow {
+    pub hash: Vec<u8>,
+    pub l_hash: Option<Vec<u8>>,
+    pub r_hash: Option<Vec<u8>>,
+    pub leaf_key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub sum: i64,
+}
+
+impl NodeRow {
+    /// Decodes the row: both child hashes make a branch, a key makes a
+    /// compacted leaf, neither makes a plain leaf.
+    pub fn decode(self, namespace: &str) -> Result<(Hash, Node), SqlStoreError> {
+        let hash = Hash(bytes32(namespace, &self.hash, &self.hash, "hash is not 32 bytes")?);
+        let sum = sum_from_sql(self.sum);
+        let node = match (self.l_hash, self.r_hash, self.leaf_key) {
+            (Some(l), Some(r), None) => Node::Branch {
+                left: Hash(bytes32(namespace, &self.hash, &l, "left hash is not 32 bytes")?),
+                right: Hash(bytes32(namespace, &self.hash, &r, "right hash is not 32 bytes")?),
+                sum,
+            },
+            (None, None, Some(key)) => Node::Compacted {
+                key: Key(bytes32(namespace, &self.hash, &key, "key is not 32 bytes")?),
+                leaf: Leaf::new(self.value.unwrap_or_default(), sum),
+            },
+            (None, None, None) => Node::Leaf(Leaf::new(self.value.unwrap_or_default(), sum)),
+            _ => {
+                return Err(SqlStoreError::CorruptRow {
+                    namespace: namespace.to_owned(),
+                    hash: hex::encode(&self.hash),
+                    what: "row mixes branch and leaf columns",
+                });
+            }
+        };
+        Ok((hash, node))
+    }
+}
+
+/// Rows a commit adds references to, as parallel columns (for array binds
+/// and multi-row VALUES alike).
+#[derive(Default)]
+pub(crate) struct Upserts {
+    pub hash: Vec<Vec<u8>>,
+    pub l_hash: Vec<Option<Vec<u8>>>,
+    pub r_hash: Vec<Option<Vec<u8>>>,
+    pub leaf_key: Vec<Option<Vec<u8>>>,
+    pub value: Vec<Option<Vec<u8>>>,
+    pub sum: Vec<i64>,
+    pub refs: Vec<i64>,
+}
+
+/// Rows a commit drops references from.
+#[derive(Default)]
+pub(crate) struct Decrements {
+    pub hash: Vec<Vec<u8>>,
+    pub delta: Vec<i64>,
+}
+
+/// Folds `batch` to its net effect per node hash.
+pub(crate) fn fold(batch: &UpdateBatch) -> (Upserts, Decrements) {
+    let mut up = Upserts::default();
+    let mut down = Decrements::default();
+    for change in batch.net_changes() {
+        match change.node {
+            Some(node) if change.delta > 0 => {
+                up.hash.push(change.hash.0.to_vec());
+                let (l, r, k, v) = match node {
+                    Node::Branch { left, right, .. } => (Some(left.0.to_vec()), Some(right.0.to_vec()), None, None),
+                    Node::Leaf(leaf) => (None, None, None, Some(leaf.value().to_vec())),
+                    Node::Compacted { key, leaf } => (None, None, Some(key.0.to_vec()), Some(leaf.value().to_vec())),
+                };
+                up.l_hash.push(l);
+                up.r_hash.push(r);
+                up.leaf_key.push(k);
+                up.value.push(v);
+                up.sum.push(sum_to_sql(node.sum()));
+                up.refs.push(change.delta);
+            }
+            _ => {
+                down.hash.push(change.hash.0.to_vec());
+                down.delta.push(change.delta);
+            }
+        }
+    }
+    (up, down)
+}
+
+/// The root row's content: `None` for the empty tree (no row is kept).
+pub(crate) fn root_row(root: &ComputedNode) -> Option<(Vec<u8>, i64)> {
+    (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)))
+}
+
+/// Decodes a root row.
+pub(crate) fn decode_root(namespace: &str, row: Option<(Vec<u8>, i64)>) -> Result<ComputedNode, SqlStoreError> {
+    match row {
+        None => Ok(ComputedNode::empty_root()),
+        Some((hash, sum)) => Ok(ComputedNode::new(
+            Hash(bytes32(namespace, &hash, &hash, "root hash is not 32 bytes")?),
+            sum_from_sql(sum),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_round_trip_through_i64() {
+        for s in [0, 1, (1u64 << 63) + 7, u64::MAX] {
+            assert_eq!(sum_from_sql(sum_to_sql(s)), s);
+        }
+        assert_eq!(sum_to_sql((1u64 << 63) + 7), -9223372036854775801);
+    }
+}
