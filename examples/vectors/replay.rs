@@ -90,7 +90,8 @@ pub struct CaseResult {
 }
 
 fn parse_key(hex: &str) -> Result<Key, String> {
-    hex.parse::<Key>().map_err(|e| format!("bad key {hex:?}: {e}"))
+    hex.parse::<Key>()
+        .map_err(|e| format!("bad key {hex:?}: {e}"))
 }
 
 fn parse_leaf(node: &TestNode) -> Result<Leaf, String> {
@@ -118,7 +119,10 @@ pub fn leaves(file: &VectorFile) -> Result<Vec<(Key, Leaf)>, String> {
 
 /// The leaves of `all_tree_leaves` whose keys `listed` names, in file order,
 /// with their index in the file.
-fn selected(all: &[(Key, Leaf)], listed: &Option<Vec<String>>) -> Result<Vec<(usize, Key, Leaf)>, String> {
+fn selected(
+    all: &[(Key, Leaf)],
+    listed: &Option<Vec<String>>,
+) -> Result<Vec<(usize, Key, Leaf)>, String> {
     let listed: Vec<Key> = listed
         .iter()
         .flatten()
@@ -197,14 +201,20 @@ pub async fn replay_valid<S: TreeStore, L: Layout>(
     }
 
     let mut checked = 0;
-    for (proofs, inclusion) in [(&case.inclusion_proofs, true), (&case.exclusion_proofs, false)] {
+    for (proofs, inclusion) in [
+        (&case.inclusion_proofs, true),
+        (&case.exclusion_proofs, false),
+    ] {
         let proofs = proofs.as_deref().unwrap_or_default();
         let keys: Vec<Key> = proofs
             .iter()
             .map(|p| parse_key(&p.proof_key))
             .collect::<Result<_, _>>()?;
         let generated: Vec<Proof> = match path {
-            WritePath::Batched => tree.merkle_proofs(&keys).await.map_err(err("merkle_proofs"))?,
+            WritePath::Batched => tree
+                .merkle_proofs(&keys)
+                .await
+                .map_err(err("merkle_proofs"))?,
             WritePath::Sequential => {
                 let mut out = Vec::with_capacity(keys.len());
                 for k in &keys {
@@ -219,15 +229,25 @@ pub async fn replay_valid<S: TreeStore, L: Layout>(
             } else {
                 Leaf::empty()
             };
-            check_proof(key, &leaf, &root, proof, &want.compressed_proof)
-                .map_err(|e| format!("{} proof for {key}: {e}", if inclusion { "inclusion" } else { "exclusion" }))?;
+            check_proof(key, &leaf, &root, proof, &want.compressed_proof).map_err(|e| {
+                format!(
+                    "{} proof for {key}: {e}",
+                    if inclusion { "inclusion" } else { "exclusion" }
+                )
+            })?;
             checked += 1;
         }
     }
     Ok(checked)
 }
 
-fn check_proof(key: &Key, leaf: &Leaf, root: &ComputedNode, proof: &Proof, want_hex: &str) -> Result<(), String> {
+fn check_proof(
+    key: &Key,
+    leaf: &Leaf,
+    root: &ComputedNode,
+    proof: &Proof,
+    want_hex: &str,
+) -> Result<(), String> {
     let encoded = hex::encode(proof.to_bytes());
     if encoded != want_hex.to_lowercase() {
         return Err(format!("encoding differs: got {encoded}"));
@@ -273,14 +293,19 @@ pub async fn replay_error<S: TreeStore, L: Layout>(
                 match (res, *i == last) {
                     (Ok(_), false) => {}
                     (Err(e), false) => return Err(format!("insert {i} failed early: {e}")),
-                    (Ok(_), true) => return Err(format!("insert {i} succeeded, expected {:?}", case.error)),
+                    (Ok(_), true) => {
+                        return Err(format!("insert {i} succeeded, expected {:?}", case.error));
+                    }
                     (Err(e), true) => matches(&e)?,
                 }
             }
         }
         WritePath::Batched => {
             let before = tree.root().await.map_err(err("root"))?;
-            match tree.insert_many(inserted.iter().map(|(_, k, l)| (*k, l.clone()))).await {
+            match tree
+                .insert_many(inserted.iter().map(|(_, k, l)| (*k, l.clone())))
+                .await
+            {
                 Ok(_) => return Err(format!("batch succeeded, expected {:?}", case.error)),
                 Err(e) => matches(&e)?,
             }
@@ -345,18 +370,32 @@ where
         }
     };
     for (i, case) in file.valid_test_cases.iter().flatten().enumerate() {
-        let name = format!("{file_name} valid[{i}] {label} path={path} ({})", case.comment);
+        let name = format!(
+            "{file_name} valid[{i}] {label} path={path} ({})",
+            case.comment
+        );
         let res = match fresh().await {
             Ok(tree) => replay_valid(&tree, &all, case, path).await,
             Err(e) => Err(e),
         };
         out.push(match res {
-            Ok(n) => CaseResult { name, failure: None, proofs_checked: n },
-            Err(e) => CaseResult { name, failure: Some(e), proofs_checked: 0 },
+            Ok(n) => CaseResult {
+                name,
+                failure: None,
+                proofs_checked: n,
+            },
+            Err(e) => CaseResult {
+                name,
+                failure: Some(e),
+                proofs_checked: 0,
+            },
         });
     }
     for (i, case) in file.error_test_cases.iter().flatten().enumerate() {
-        let name = format!("{file_name} error[{i}] {label} path={path} ({})", case.comment);
+        let name = format!(
+            "{file_name} error[{i}] {label} path={path} ({})",
+            case.comment
+        );
         let res = match fresh().await {
             Ok(tree) => replay_error(&tree, &all, case, path).await,
             Err(e) => Err(e),

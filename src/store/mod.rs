@@ -12,6 +12,8 @@ mod counters;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -20,6 +22,8 @@ pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::SqlStoreError;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
 

@@ -101,53 +101,65 @@ impl NodeRow {
     }
 }
 
-/// Rows a commit adds references to, as parallel columns (for array binds
-/// and multi-row VALUES alike).
+/// A batch's net change per node row, as parallel columns (for array binds
+/// and multi-row VALUES alike). Rows losing references carry no content:
+/// they must already exist, and an upsert that would create one shows up
+/// as a negative reference count and aborts the commit.
 #[derive(Default)]
-pub(crate) struct Upserts {
+pub(crate) struct Changes {
     pub hash: Vec<Vec<u8>>,
     pub l_hash: Vec<Option<Vec<u8>>>,
     pub r_hash: Vec<Option<Vec<u8>>>,
     pub leaf_key: Vec<Option<Vec<u8>>>,
     pub value: Vec<Option<Vec<u8>>>,
     pub sum: Vec<i64>,
-    pub refs: Vec<i64>,
-}
-
-/// Rows a commit drops references from.
-#[derive(Default)]
-pub(crate) struct Decrements {
-    pub hash: Vec<Vec<u8>>,
     pub delta: Vec<i64>,
 }
 
-/// Folds `batch` to its net effect per node hash.
-pub(crate) fn fold(batch: &UpdateBatch) -> (Upserts, Decrements) {
-    let mut up = Upserts::default();
-    let mut down = Decrements::default();
-    for change in batch.net_changes() {
-        match change.node {
-            Some(node) if change.delta > 0 => {
-                up.hash.push(change.hash.0.to_vec());
-                let (l, r, k, v) = match node {
-                    Node::Branch { left, right, .. } => (Some(left.0.to_vec()), Some(right.0.to_vec()), None, None),
-                    Node::Leaf(leaf) => (None, None, None, Some(leaf.value().to_vec())),
-                    Node::Compacted { key, leaf } => (None, None, Some(key.0.to_vec()), Some(leaf.value().to_vec())),
-                };
-                up.l_hash.push(l);
-                up.r_hash.push(r);
-                up.leaf_key.push(k);
-                up.value.push(v);
-                up.sum.push(sum_to_sql(node.sum()));
-                up.refs.push(change.delta);
-            }
-            _ => {
-                down.hash.push(change.hash.0.to_vec());
-                down.delta.push(change.delta);
-            }
-        }
+impl Changes {
+    pub fn len(&self) -> usize {
+        self.hash.len()
     }
-    (up, down)
+}
+
+/// Folds `batch` to its net effect per node hash.
+pub(crate) fn fold(batch: &UpdateBatch) -> Changes {
+    let mut out = Changes::default();
+    for change in batch.net_changes() {
+        let (l, r, k, v, sum) = match change.node {
+            Some(node) if change.delta > 0 => match node {
+                Node::Branch { left, right, sum } => {
+                    (Some(left.0.to_vec()), Some(right.0.to_vec()), None, None, *sum)
+                }
+                Node::Leaf(leaf) => (None, None, None, Some(leaf.value().to_vec()), leaf.sum()),
+                Node::Compacted { key, leaf } => {
+                    (None, None, Some(key.0.to_vec()), Some(leaf.value().to_vec()), leaf.sum())
+                }
+            },
+            _ => (None, None, None, None, 0),
+        };
+        out.hash.push(change.hash.0.to_vec());
+        out.l_hash.push(l);
+        out.r_hash.push(r);
+        out.leaf_key.push(k);
+        out.value.push(v);
+        out.sum.push(sum_to_sql(sum));
+        out.delta.push(change.delta);
+    }
+    out
+}
+
+/// Checks the `(hash, refs)` rows an upsert returned: a negative count means
+/// the batch dropped a reference to a row that did not exist. Returns the
+/// hashes left with no references (to delete).
+pub(crate) fn emptied_rows(ns: &str, returned: Vec<(Vec<u8>, i64)>) -> Result<Vec<Vec<u8>>, SqlStoreError> {
+    if let Some((h, _)) = returned.iter().find(|(_, refs)| *refs < 0) {
+        return Err(SqlStoreError::MissingReference {
+            namespace: ns.to_owned(),
+            hash: Hash(h.as_slice().try_into().unwrap_or([0; 32])),
+        });
+    }
+    Ok(returned.into_iter().filter(|(_, refs)| *refs == 0).map(|(h, _)| h).collect())
 }
 
 /// The root row's content: `None` for the empty tree (no row is kept).

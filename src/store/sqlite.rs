@@ -3,9 +3,9 @@
 //! * Reads: one `SELECT ... WHERE hash IN (...)` per descent level (chunked
 //!   under SQLite's bind limit, so one statement up to 32,000 hashes).
 //! * Writes: one `BEGIN IMMEDIATE` transaction per commit: check the root,
-//!   upsert added references in multi-row `VALUES` chunks, drop references
-//!   in `UPDATE ... FROM (VALUES ...)` chunks, delete rows left with none,
-//!   move the root. `BEGIN IMMEDIATE` takes the write lock up front, so
+//!   add every row's net reference delta with multi-row upserts (chunks of
+//!   4,000 rows under the bind limit), delete rows left with none, move the
+//!   root. `BEGIN IMMEDIATE` takes the write lock up front, so
 //!   concurrent writers wait (busy timeout) instead of failing with
 //!   "database is locked".
 //! * Inside a caller's transaction ([`SqliteStore::in_transaction`]) the
@@ -21,7 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
-use super::sql::{Decrements, NodeRow, SqlStoreError, Upserts, decode_root, fold, root_row};
+use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
 use super::{CommitOutcome, Counters, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
@@ -71,9 +71,18 @@ impl SqliteStore {
     /// [`SqliteStore::connect_options`], runs the migrations, and binds the
     /// namespace `"default"`.
     pub async fn open(path: impl AsRef<Path>) -> Res<Self> {
+        Self::open_with(Self::connect_options(path)).await
+    }
+
+    /// Opens a database with the caller's connection options (for example
+    /// [`connect_options`](Self::connect_options) with `synchronous=NORMAL`
+    /// for a scratch database), runs the migrations, and binds the namespace
+    /// `"default"`.
+    pub async fn open_with(options: SqliteConnectOptions) -> Res<Self> {
         let pool = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(4)
-            .connect_with(Self::connect_options(path))
+            .connect_with(options)
             .await?;
         let store = Self::from_pool(pool, "default");
         store.migrate().await?;
@@ -84,6 +93,7 @@ impl SqliteStore {
     pub async fn open_in_memory() -> Res<Self> {
         let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
         let pool = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)
@@ -259,9 +269,8 @@ async fn commit_on(
     if current != batch.old_root {
         return Ok(CommitOutcome::RootMoved { current });
     }
-    let (up, down) = fold(batch);
-    upsert(conn, ns, &up, counters).await?;
-    decrement(conn, ns, &down, counters).await?;
+    let changes = fold(batch);
+    apply_changes(conn, ns, &changes, counters).await?;
     counters.round_trip(1);
     match root_row(&batch.new_root) {
         Some((hash, sum)) => {
@@ -282,57 +291,41 @@ async fn commit_on(
                 .await?;
         }
     }
-    counters.written((up.hash.len() + down.hash.len()) as u64);
+    counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
 }
 
-async fn upsert(conn: &mut SqliteConnection, ns: &str, up: &Upserts, counters: &Counters) -> Res<()> {
+/// Applies the net changes: chunked multi-row upserts that add each row's
+/// delta to its reference count (creating new rows), then one delete of the
+/// rows left with none. Upserts iterate the VALUES rows and look each up by
+/// primary key, which an `UPDATE ... FROM (VALUES ...)` join does not
+/// guarantee on SQLite.
+async fn apply_changes(conn: &mut SqliteConnection, ns: &str, changes: &Changes, counters: &Counters) -> Res<()> {
     const COLS: usize = 8;
     let rows = MAX_BINDS / COLS;
-    for start in (0..up.hash.len()).step_by(rows) {
-        let end = (start + rows).min(up.hash.len());
+    let mut emptied: Vec<Vec<u8>> = Vec::new();
+    for start in (0..changes.len()).step_by(rows) {
+        let end = (start + rows).min(changes.len());
         let sql = format!(
             "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-             VALUES {} ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs",
+             VALUES {} ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs \
+             RETURNING hash, refs",
             placeholders(end - start, "(?,?,?,?,?,?,?,?)")
-        );
-        let mut q = sqlx::query(&sql).persistent(false);
-        for i in start..end {
-            q = q
-                .bind(ns)
-                .bind(up.hash[i].as_slice())
-                .bind(up.l_hash[i].as_deref())
-                .bind(up.r_hash[i].as_deref())
-                .bind(up.leaf_key[i].as_deref())
-                .bind(up.value[i].as_deref())
-                .bind(up.sum[i])
-                .bind(up.refs[i]);
-        }
-        counters.round_trip(1);
-        q.execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
-async fn decrement(conn: &mut SqliteConnection, ns: &str, down: &Decrements, counters: &Counters) -> Res<()> {
-    let rows = (MAX_BINDS - 1) / 2;
-    let mut emptied: Vec<Vec<u8>> = Vec::new();
-    for start in (0..down.hash.len()).step_by(rows) {
-        let end = (start + rows).min(down.hash.len());
-        let sql = format!(
-            "UPDATE ms_smt_nodes SET refs = ms_smt_nodes.refs + d.column2 FROM (VALUES {}) AS d \
-             WHERE ms_smt_nodes.namespace = ? AND ms_smt_nodes.hash = d.column1 \
-             RETURNING ms_smt_nodes.hash, ms_smt_nodes.refs",
-            placeholders(end - start, "(?,?)")
         );
         let mut q = sqlx::query_as::<_, (Vec<u8>, i64)>(&sql).persistent(false);
         for i in start..end {
-            q = q.bind(down.hash[i].as_slice()).bind(down.delta[i]);
+            q = q
+                .bind(ns)
+                .bind(changes.hash[i].as_slice())
+                .bind(changes.l_hash[i].as_deref())
+                .bind(changes.r_hash[i].as_deref())
+                .bind(changes.leaf_key[i].as_deref())
+                .bind(changes.value[i].as_deref())
+                .bind(changes.sum[i])
+                .bind(changes.delta[i]);
         }
         counters.round_trip(1);
-        let updated = q.bind(ns).fetch_all(&mut *conn).await?;
-        check_decrements(ns, &down.hash[start..end], &updated)?;
-        emptied.extend(updated.into_iter().filter(|(_, refs)| *refs == 0).map(|(h, _)| h));
+        emptied.extend(emptied_rows(ns, q.fetch_all(&mut *conn).await?)?);
     }
     for chunk in emptied.chunks(MAX_BINDS - 1) {
         let sql = format!(
@@ -345,24 +338,6 @@ async fn decrement(conn: &mut SqliteConnection, ns: &str, down: &Decrements, cou
         }
         counters.round_trip(1);
         q.execute(&mut *conn).await?;
-    }
-    Ok(())
-}
-
-/// Every decremented row must exist and stay at zero or more references.
-pub(crate) fn check_decrements(ns: &str, asked: &[Vec<u8>], updated: &[(Vec<u8>, i64)]) -> Res<()> {
-    let missing = |h: &[u8]| SqlStoreError::MissingReference {
-        namespace: ns.to_owned(),
-        hash: Hash(h.try_into().unwrap_or([0; 32])),
-    };
-    if let Some((h, _)) = updated.iter().find(|(_, refs)| *refs < 0) {
-        return Err(missing(h));
-    }
-    if updated.len() != asked.len() {
-        let found: std::collections::HashSet<&[u8]> = updated.iter().map(|(h, _)| h.as_slice()).collect();
-        if let Some(h) = asked.iter().find(|h| !found.contains(h.as_slice())) {
-            return Err(missing(h));
-        }
     }
     Ok(())
 }

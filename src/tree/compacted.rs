@@ -38,10 +38,13 @@ pub(crate) fn update<'a, R: NodeSource>(
                         .iter()
                         .enumerate()
                         .all(|(i, it)| i == hit || it.leaf.is_empty());
+                    // The batch's key replaces this leaf either way, so its
+                    // sum counts as replaced even when the leaf is rewritten
+                    // unchanged.
+                    p.replaced(leaf.sum());
                     if others_empty && items[hit].leaf == leaf {
                         return Ok(unchanged);
                     }
-                    p.replaced(leaf.sum());
                     p.deletes.push(hash);
                     build(p, level, items)
                 }

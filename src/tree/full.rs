@@ -72,10 +72,10 @@ fn update_leaf<'a, R: NodeSource>(
                 });
             }
         };
+        p.replaced(old.sum());
         if old == item.leaf {
             return Ok(Sub::Leaf { hash, leaf: old });
         }
-        p.replaced(old.sum());
         p.deletes.push(hash);
     }
     Ok(new_leaf(p, item))

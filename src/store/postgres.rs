@@ -1,0 +1,367 @@
+//! PostgreSQL store on sqlx: many namespaces per database, reference-counted
+//! rows, a constant number of statements per commit.
+//!
+//! * Reads: one `SELECT ... WHERE hash = ANY($2)` per descent level.
+//! * Writes: one transaction per commit: a per-namespace advisory lock, the
+//!   root check, one `INSERT ... SELECT FROM UNNEST(...) ON CONFLICT`
+//!   adding every row's net reference delta, one `DELETE` for rows left with
+//!   none, one root write: six statements whatever the batch size.
+//! * Inside a caller's transaction ([`PostgresStore::in_transaction`]) the
+//!   same statements run under a savepoint; the advisory lock is held until
+//!   the caller's transaction ends.
+
+use std::sync::Arc;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::sync::Mutex;
+
+use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
+use super::{CommitOutcome, Counters, StoreStats, TreeStore, UpdateBatch};
+use crate::hash::Hash;
+use crate::node::{ComputedNode, Node};
+
+/// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
+/// `_sqlx_migrations`, which belongs to the host application).
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "nodes and roots",
+    "CREATE TABLE ms_smt_nodes (
+        namespace TEXT NOT NULL,
+        hash BYTEA NOT NULL,
+        l_hash BYTEA,
+        r_hash BYTEA,
+        leaf_key BYTEA,
+        value BYTEA,
+        sum BIGINT NOT NULL,
+        refs BIGINT NOT NULL,
+        PRIMARY KEY (namespace, hash)
+    );
+    CREATE TABLE ms_smt_roots (
+        namespace TEXT PRIMARY KEY NOT NULL,
+        hash BYTEA NOT NULL,
+        sum BIGINT NOT NULL
+    );",
+)];
+
+/// Advisory lock key of the migrations (an arbitrary constant: "mssmt").
+const MIGRATION_LOCK: i64 = 0x6d73_736d_74;
+
+/// A tree store in a PostgreSQL database, bound to one namespace.
+///
+/// Cloning is cheap and shares the pool. Sums are stored as the i64 with
+/// the same bits as the u64; rows carry a reference count, one per tree
+/// position using them.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    namespace: Arc<str>,
+    counters: Arc<Counters>,
+}
+
+type Res<T> = Result<T, SqlStoreError>;
+
+impl PostgresStore {
+    /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
+    /// migrations, and binds the namespace `"default"`.
+    pub async fn connect(url: &str) -> Res<Self> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .test_before_acquire(false)
+            .max_connections(16)
+            .connect_with(options)
+            .await?;
+        let store = Self::from_pool(pool, "default");
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A store on a pool the host application already has. Call
+    /// [`migrate`](Self::migrate) once before use.
+    pub fn from_pool(pool: PgPool, namespace: &str) -> Self {
+        PostgresStore {
+            pool,
+            namespace: Arc::from(namespace),
+            counters: Arc::default(),
+        }
+    }
+
+    /// The same database, another namespace (an independent tree).
+    pub fn namespace(&self, name: &str) -> Self {
+        PostgresStore {
+            pool: self.pool.clone(),
+            namespace: Arc::from(name),
+            counters: Arc::default(),
+        }
+    }
+
+    /// This store's namespace.
+    pub fn namespace_name(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Creates or upgrades the store's tables (`ms_smt_*`). Idempotent and
+    /// safe to run concurrently (advisory lock); tracked in its own
+    /// `ms_smt_migrations` table, so it coexists with the host's sqlx
+    /// migrations.
+    pub async fn migrate(&self) -> Res<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
+                version BIGINT PRIMARY KEY NOT NULL,
+                description TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )",
+        )
+        .execute(&mut *tx)
+        .await?;
+        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
+            .fetch_one(&mut *tx)
+            .await?;
+        let latest = MIGRATIONS.last().map_or(0, |m| m.0);
+        if current > latest {
+            return Err(SqlStoreError::SchemaTooNew {
+                found: current,
+                supported: latest,
+            });
+        }
+        for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+            sqlx::raw_sql(sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO ms_smt_migrations (version, description) VALUES ($1, $2)")
+                .bind(version)
+                .bind(description)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A store for this namespace that runs on the caller's open
+    /// transaction (`&mut *tx`): the tree's writes commit or roll back with
+    /// the caller's own rows. Writes run under a savepoint. Use the default
+    /// READ COMMITTED isolation: a write that loses a race re-reads the root,
+    /// which a REPEATABLE READ snapshot would hide.
+    pub fn in_transaction<'c>(&self, conn: &'c mut PgConnection) -> PostgresTxStore<'c> {
+        PostgresTxStore {
+            conn: Mutex::new(conn),
+            namespace: self.namespace.clone(),
+            counters: self.counters.clone(),
+        }
+    }
+}
+
+/// A [`PostgresStore`] namespace bound to a caller's open transaction; see
+/// [`PostgresStore::in_transaction`].
+#[derive(Debug)]
+pub struct PostgresTxStore<'c> {
+    conn: Mutex<&'c mut PgConnection>,
+    namespace: Arc<str>,
+    counters: Arc<Counters>,
+}
+
+async fn load_root(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<ComputedNode> {
+    counters.round_trip(1);
+    let row: Option<(Vec<u8>, i64)> = sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = $1")
+        .bind(ns)
+        .fetch_optional(&mut *conn)
+        .await?;
+    decode_root(ns, row)
+}
+
+async fn fetch_nodes(conn: &mut PgConnection, ns: &str, hashes: &[Hash], counters: &Counters) -> Res<Vec<(Hash, Node)>> {
+    let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
+    counters.round_trip(1);
+    let rows = sqlx::query_as::<_, (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, i64)>(
+        "SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
+         WHERE namespace = $1 AND hash = ANY($2)",
+    )
+    .bind(ns)
+    .bind(keys)
+    .fetch_all(&mut *conn)
+    .await?;
+    let out = rows
+        .into_iter()
+        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
+            NodeRow { hash, l_hash, r_hash, leaf_key, value, sum }.decode(ns)
+        })
+        .collect::<Res<Vec<_>>>()?;
+    counters.read(out.len() as u64);
+    Ok(out)
+}
+
+/// Check-and-apply inside an open transaction or savepoint. Returns
+/// `RootMoved` without writing when the root is not `batch.old_root`.
+async fn commit_on(conn: &mut PgConnection, ns: &str, batch: &UpdateBatch, counters: &Counters) -> Res<CommitOutcome> {
+    counters.round_trip(1);
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
+        .bind(ns)
+        .execute(&mut *conn)
+        .await?;
+    let current = load_root(conn, ns, counters).await?;
+    if current != batch.old_root {
+        return Ok(CommitOutcome::RootMoved { current });
+    }
+    let changes = fold(batch);
+    apply_changes(conn, ns, &changes, counters).await?;
+    counters.round_trip(1);
+    match root_row(&batch.new_root) {
+        Some((hash, sum)) => {
+            sqlx::query(
+                "INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES ($1, $2, $3) \
+                 ON CONFLICT (namespace) DO UPDATE SET hash = EXCLUDED.hash, sum = EXCLUDED.sum",
+            )
+            .bind(ns)
+            .bind(hash)
+            .bind(sum)
+            .execute(&mut *conn)
+            .await?;
+        }
+        None => {
+            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
+                .bind(ns)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    counters.written(changes.len() as u64);
+    Ok(CommitOutcome::Committed)
+}
+
+/// Applies the net changes in two statements: one upsert over arrays that
+/// adds each row's delta to its reference count (creating new rows), then
+/// one delete of the rows left with none.
+async fn apply_changes(conn: &mut PgConnection, ns: &str, changes: &Changes, counters: &Counters) -> Res<()> {
+    if changes.len() == 0 {
+        return Ok(());
+    }
+    counters.round_trip(1);
+    let returned: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[]) \
+         ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
+         RETURNING hash, refs",
+    )
+    .bind(ns)
+    .bind(&changes.hash)
+    .bind(&changes.l_hash)
+    .bind(&changes.r_hash)
+    .bind(&changes.leaf_key)
+    .bind(&changes.value)
+    .bind(&changes.sum)
+    .bind(&changes.delta)
+    .fetch_all(&mut *conn)
+    .await?;
+    let emptied = emptied_rows(ns, returned)?;
+    if !emptied.is_empty() {
+        counters.round_trip(1);
+        sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1 AND hash = ANY($2)")
+            .bind(ns)
+            .bind(emptied)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn delete_all_on(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<()> {
+    counters.round_trip(3);
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
+        .bind(ns)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1")
+        .bind(ns)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
+        .bind(ns)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl TreeStore for PostgresStore {
+    type Error = SqlStoreError;
+
+    async fn load_root(&self) -> Res<ComputedNode> {
+        let mut conn = self.pool.acquire().await?;
+        load_root(&mut conn, &self.namespace, &self.counters).await
+    }
+
+    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.pool.acquire().await?;
+        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    }
+
+    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
+        self.counters.round_trip(1);
+        let mut tx = self.pool.begin().await?;
+        let outcome = commit_on(&mut tx, &self.namespace, batch, &self.counters).await?;
+        self.counters.round_trip(1);
+        match outcome {
+            CommitOutcome::Committed => tx.commit().await?,
+            CommitOutcome::RootMoved { .. } => tx.rollback().await?,
+        }
+        Ok(outcome)
+    }
+
+    async fn delete_all(&self) -> Res<()> {
+        let mut tx = self.pool.begin().await?;
+        delete_all_on(&mut tx, &self.namespace, &self.counters).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.counters.snapshot()
+    }
+}
+
+impl TreeStore for PostgresTxStore<'_> {
+    type Error = SqlStoreError;
+
+    async fn load_root(&self) -> Res<ComputedNode> {
+        let mut conn = self.conn.lock().await;
+        load_root(&mut conn, &self.namespace, &self.counters).await
+    }
+
+    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.conn.lock().await;
+        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    }
+
+    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
+        let mut conn = self.conn.lock().await;
+        self.counters.round_trip(1);
+        let mut savepoint = conn.begin().await?;
+        let outcome = commit_on(&mut savepoint, &self.namespace, batch, &self.counters).await?;
+        self.counters.round_trip(1);
+        match outcome {
+            CommitOutcome::Committed => savepoint.commit().await?,
+            CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
+        }
+        Ok(outcome)
+    }
+
+    async fn delete_all(&self) -> Res<()> {
+        let mut conn = self.conn.lock().await;
+        let mut savepoint = conn.begin().await?;
+        delete_all_on(&mut savepoint, &self.namespace, &self.counters).await?;
+        savepoint.commit().await?;
+        Ok(())
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.counters.snapshot()
+    }
+}
