@@ -57,6 +57,7 @@ fi
 # An externally provided server wins: nothing to start, nothing to clean up.
 # ---------------------------------------------------------------------------
 if [[ -n "${MSSMT_PG_URL:-}" ]]; then
+    export MSSMT_REQUIRE_PG=1  # tests must not skip Postgres when we provide it
     exec "$@"
 fi
 
@@ -388,6 +389,7 @@ if ! "$PSQL" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U "$DB_SUPERUSER"
 fi
 
 export MSSMT_PG_URL="postgres://$DB_SUPERUSER@127.0.0.1:$PORT/$DB_NAME"
+export MSSMT_REQUIRE_PG=1  # tests must not skip Postgres when we provide it
 
 # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)" -> "15.18"
 PG_VERSION="$("$POSTGRES" --version 2>/dev/null | sed -n 's/^[^0-9]*\([0-9][0-9.]*\).*/\1/p')" || true

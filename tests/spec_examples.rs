@@ -35,18 +35,32 @@ macro_rules! both_layouts {
     };
 }
 
-both_layouts!(single_leaf_root, |tree: ms_smt::Tree<MemoryStore, _>| async move {
-    let root = tree.insert(k0(), Leaf::new(b"a".to_vec(), 1)).await.unwrap();
-    assert_eq!(
-        root.hash.to_hex(),
-        "1688022a7c33dccbfe8f11968800b1294266d1b76f453b8e6117727406a5e867"
-    );
-    assert_eq!(root.sum, 1);
-});
+both_layouts!(
+    single_leaf_root,
+    |tree: ms_smt::Tree<MemoryStore, _>| async move {
+        let root = tree
+            .insert(k0(), Leaf::new(b"a".to_vec(), 1))
+            .await
+            .unwrap();
+        assert_eq!(
+            root.hash.to_hex(),
+            "1688022a7c33dccbfe8f11968800b1294266d1b76f453b8e6117727406a5e867"
+        );
+        assert_eq!(root.sum, 1);
+    }
+);
 
-both_layouts!(two_leaves_and_proofs, |tree: ms_smt::Tree<MemoryStore, _>| async move {
-    tree.insert(k0(), Leaf::new(b"a".to_vec(), 1)).await.unwrap();
-    let root = tree.insert(k1(), Leaf::new(b"b".to_vec(), 2)).await.unwrap();
+both_layouts!(two_leaves_and_proofs, |tree: ms_smt::Tree<
+    MemoryStore,
+    _,
+>| async move {
+    tree.insert(k0(), Leaf::new(b"a".to_vec(), 1))
+        .await
+        .unwrap();
+    let root = tree
+        .insert(k1(), Leaf::new(b"b".to_vec(), 2))
+        .await
+        .unwrap();
     assert_eq!(
         root.hash.to_hex(),
         "b51fddce64e57828a2ca667bb7a2b73706bcd9526368fde9f50c77feb7cf09bf"
@@ -81,13 +95,19 @@ both_layouts!(two_leaves_and_proofs, |tree: ms_smt::Tree<MemoryStore, _>| async 
     assert_eq!(Proof::from_bytes(&bytes).unwrap(), excl);
 });
 
-both_layouts!(empty_tree_proof, |tree: ms_smt::Tree<MemoryStore, _>| async move {
-    let proof = tree.merkle_proof(&k2()).await.unwrap();
-    assert_eq!(hex::encode(proof.to_bytes()), format!("0000{}", "ff".repeat(32)));
-    let root = tree.root().await.unwrap();
-    assert_eq!(
-        root.hash.to_hex(),
-        "b1e8e8f2dc3b266452988cfe169aa73be25405eeead02ab5dd6b3c6fd0ca8d67"
-    );
-    assert!(proof.verify(&k2(), &Leaf::empty(), &root));
-});
+both_layouts!(
+    empty_tree_proof,
+    |tree: ms_smt::Tree<MemoryStore, _>| async move {
+        let proof = tree.merkle_proof(&k2()).await.unwrap();
+        assert_eq!(
+            hex::encode(proof.to_bytes()),
+            format!("0000{}", "ff".repeat(32))
+        );
+        let root = tree.root().await.unwrap();
+        assert_eq!(
+            root.hash.to_hex(),
+            "b1e8e8f2dc3b266452988cfe169aa73be25405eeead02ab5dd6b3c6fd0ca8d67"
+        );
+        assert!(proof.verify(&k2(), &Leaf::empty(), &root));
+    }
+);

@@ -21,23 +21,10 @@ mod replay;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{CompactedTree, FullTree};
-use sqlx::sqlite::SqliteSynchronous;
-use replay::{CaseResult, Tally, VectorFile, WritePath};
+use replay::{CaseResult, StoreKind, Stores, Tally, WritePath};
 
 const USAGE: &str = "usage: vectors [--tree full|compacted|both] [--path sequential|batched|both] \
                      [--store memory|sqlite|postgres|all] FILE...";
-
-/// Where the trees live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StoreKind {
-    Memory,
-    Sqlite,
-    Postgres,
-}
 
 #[derive(Debug)]
 struct Options {
@@ -116,154 +103,44 @@ fn all_stores() -> Vec<StoreKind> {
     stores
 }
 
-/// Replays `file` on every chosen layout and path, with a fresh store from
-/// `fresh` per case.
-async fn replay_on<S: TreeStore + 'static>(
-    opts: &Options,
-    tally: &mut Tally,
-    name: &str,
-    file: &VectorFile,
-    store_label: &str,
-    fresh: &(dyn Fn() -> S + Sync),
-) {
-    for &wp in &opts.paths {
-        let mut results = Vec::new();
-        if opts.full {
-            let label = format!("tree=full store={store_label}");
-            results.extend(
-                replay::replay_file(name, file, &label, wp, || {
-                    let store = fresh();
-                    async move { Ok(FullTree::new(store)) }
-                })
-                .await,
-            );
-        }
-        if opts.compacted {
-            let label = format!("tree=compacted store={store_label}");
-            results.extend(
-                replay::replay_file(name, file, &label, wp, || {
-                    let store = fresh();
-                    async move { Ok(CompactedTree::new(store)) }
-                })
-                .await,
-            );
-        }
-        for r in &results {
-            report(tally, r);
-        }
-    }
-}
-
-/// Opened stores, one database per kind for the whole run.
-struct Stores {
-    sqlite: Option<(SqliteStore, PathBuf)>,
-    postgres: Option<PostgresStore>,
-    used: std::sync::Mutex<Vec<String>>,
-    run_id: String,
-    counter: AtomicUsize,
-}
-
-impl Stores {
-    fn next_namespace(&self) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let ns = format!("vectors-{}-{n}", self.run_id);
-        if let Ok(mut used) = self.used.lock() {
-            used.push(ns.clone());
-        }
-        ns
-    }
-}
-
-async fn open_stores(opts: &Options) -> Result<Stores, String> {
-    let run_id = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    );
-    let sqlite = if opts.stores.contains(&StoreKind::Sqlite) {
-        let path = std::env::temp_dir().join(format!("ms-smt-vectors-{run_id}.db"));
-        // A scratch database: WAL without an fsync per commit.
-        let options = SqliteStore::connect_options(&path).synchronous(SqliteSynchronous::Normal);
-        let store = SqliteStore::open_with(options)
-            .await
-            .map_err(|e| format!("cannot open SQLite {}: {e}", path.display()))?;
-        Some((store, path))
-    } else {
-        None
-    };
-    let postgres = match (opts.stores.contains(&StoreKind::Postgres), pg_url()) {
-        (true, Some(url)) => Some(
-            PostgresStore::connect(&url)
-                .await
-                .map_err(|e| format!("cannot connect to MSSMT_PG_URL: {e}"))?,
-        ),
-        _ => None,
-    };
-    Ok(Stores {
-        sqlite,
-        postgres,
-        used: std::sync::Mutex::default(),
-        run_id,
-        counter: AtomicUsize::new(0),
-    })
-}
-
 async fn run(opts: &Options) -> Result<Tally, String> {
-    let stores = open_stores(opts).await?;
+    let stores = Stores::open(&opts.stores, pg_url().as_deref()).await?;
     let mut tally = Tally::default();
     for path in &opts.files {
-        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let file = match replay::load(path) {
             Ok(f) => f,
             Err(e) => {
-                report(&mut tally, &CaseResult { name, failure: Some(e), proofs_checked: 0 });
+                report(
+                    &mut tally,
+                    &CaseResult {
+                        name,
+                        failure: Some(e),
+                        proofs_checked: 0,
+                    },
+                );
                 continue;
             }
         };
-        for kind in &opts.stores {
-            match kind {
-                StoreKind::Memory => {
-                    replay_on(opts, &mut tally, &name, &file, "memory", &MemoryStore::new).await;
-                }
-                StoreKind::Sqlite => {
-                    if let Some((db, _)) = &stores.sqlite {
-                        let fresh = || db.namespace(&stores.next_namespace());
-                        replay_on(opts, &mut tally, &name, &file, "sqlite", &fresh).await;
-                    }
-                }
-                StoreKind::Postgres => {
-                    if let Some(db) = &stores.postgres {
-                        let fresh = || db.namespace(&stores.next_namespace());
-                        replay_on(opts, &mut tally, &name, &file, "postgres", &fresh).await;
-                    }
-                }
-            }
+        for &kind in &opts.stores {
+            stores
+                .replay(
+                    kind,
+                    &name,
+                    &file,
+                    opts.full,
+                    opts.compacted,
+                    &opts.paths,
+                    &mut |r| report(&mut tally, r),
+                )
+                .await;
         }
     }
-    cleanup(stores).await;
+    stores.cleanup().await;
     Ok(tally)
-}
-
-/// Removes the namespaces and the SQLite file this run created.
-async fn cleanup(stores: Stores) {
-    let used = stores.used.lock().map(|u| u.clone()).unwrap_or_default();
-    if let Some(db) = &stores.postgres {
-        for ns in &used {
-            if let Err(e) = db.namespace(ns).delete_all().await {
-                eprintln!("warning: cannot remove Postgres namespace {ns}: {e}");
-            }
-        }
-    }
-    if let Some((db, path)) = stores.sqlite {
-        db.pool().close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
-    }
 }
 
 fn report(tally: &mut Tally, r: &CaseResult) {

@@ -7,9 +7,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-use ms_smt::store::TreeStore;
-use ms_smt::{ComputedNode, Key, Layout, Leaf, Proof, Tree};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
 use serde::Deserialize;
+use sqlx::sqlite::SqliteSynchronous;
 
 /// Top level of a vector file (Go `TestVectors`).
 #[derive(Debug, Deserialize)]
@@ -407,4 +410,172 @@ where
         });
     }
     out
+}
+
+/// Where the trees live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+/// The databases of one run: one scratch SQLite file and one Postgres
+/// connection, each case in a namespace of its own.
+pub struct Stores {
+    sqlite: Option<(SqliteStore, std::path::PathBuf)>,
+    postgres: Option<PostgresStore>,
+    used: std::sync::Mutex<Vec<String>>,
+    run_id: String,
+    counter: AtomicUsize,
+}
+
+impl Stores {
+    /// Opens the databases `kinds` needs; Postgres from `pg_url`.
+    pub async fn open(kinds: &[StoreKind], pg_url: Option<&str>) -> Result<Stores, String> {
+        let run_id = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let sqlite = if kinds.contains(&StoreKind::Sqlite) {
+            let path = std::env::temp_dir().join(format!("ms-smt-vectors-{run_id}.db"));
+            // A scratch database: WAL without an fsync per commit.
+            let options =
+                SqliteStore::connect_options(&path).synchronous(SqliteSynchronous::Normal);
+            let store = SqliteStore::open_with(options)
+                .await
+                .map_err(|e| format!("cannot open SQLite {}: {e}", path.display()))?;
+            Some((store, path))
+        } else {
+            None
+        };
+        let postgres = match (kinds.contains(&StoreKind::Postgres), pg_url) {
+            (true, Some(url)) => Some(
+                PostgresStore::connect(url)
+                    .await
+                    .map_err(|e| format!("cannot connect to MSSMT_PG_URL: {e}"))?,
+            ),
+            (true, None) => return Err("the postgres store needs MSSMT_PG_URL".into()),
+            _ => None,
+        };
+        Ok(Stores {
+            sqlite,
+            postgres,
+            used: std::sync::Mutex::default(),
+            run_id,
+            counter: AtomicUsize::new(0),
+        })
+    }
+
+    fn next_namespace(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let ns = format!("vectors-{}-{n}", self.run_id);
+        if let Ok(mut used) = self.used.lock() {
+            used.push(ns.clone());
+        }
+        ns
+    }
+
+    /// Replays every case of `file` on store `kind`, the chosen layouts and
+    /// paths, a fresh tree per case; hands each result to `report`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn replay(
+        &self,
+        kind: StoreKind,
+        name: &str,
+        file: &VectorFile,
+        full: bool,
+        compacted: bool,
+        paths: &[WritePath],
+        report: &mut dyn FnMut(&CaseResult),
+    ) {
+        match kind {
+            StoreKind::Memory => {
+                replay_on(
+                    name,
+                    file,
+                    "memory",
+                    full,
+                    compacted,
+                    paths,
+                    &MemoryStore::new,
+                    report,
+                )
+                .await
+            }
+            StoreKind::Sqlite => {
+                if let Some((db, _)) = &self.sqlite {
+                    let fresh = || db.namespace(&self.next_namespace());
+                    replay_on(name, file, "sqlite", full, compacted, paths, &fresh, report).await;
+                }
+            }
+            StoreKind::Postgres => {
+                if let Some(db) = &self.postgres {
+                    let fresh = || db.namespace(&self.next_namespace());
+                    replay_on(
+                        name, file, "postgres", full, compacted, paths, &fresh, report,
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// Removes the namespaces and the SQLite file this run created.
+    pub async fn cleanup(self) {
+        let used = self.used.lock().map(|u| u.clone()).unwrap_or_default();
+        if let Some(db) = &self.postgres {
+            for ns in &used {
+                if let Err(e) = db.namespace(ns).delete_all().await {
+                    eprintln!("warning: cannot remove Postgres namespace {ns}: {e}");
+                }
+            }
+        }
+        if let Some((db, path)) = self.sqlite {
+            db.pool().close().await;
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// Replays `file` on the chosen layouts and paths with a fresh store from
+/// `fresh` per case.
+#[allow(clippy::too_many_arguments)]
+async fn replay_on<S: TreeStore + 'static>(
+    name: &str,
+    file: &VectorFile,
+    store_label: &str,
+    full: bool,
+    compacted: bool,
+    paths: &[WritePath],
+    fresh: &(dyn Fn() -> S + Sync),
+    report: &mut dyn FnMut(&CaseResult),
+) {
+    for &wp in paths {
+        if full {
+            let label = format!("tree=full store={store_label}");
+            let results = replay_file(name, file, &label, wp, || {
+                let store = fresh();
+                async move { Ok(FullTree::new(store)) }
+            })
+            .await;
+            results.iter().for_each(&mut *report);
+        }
+        if compacted {
+            let label = format!("tree=compacted store={store_label}");
+            let results = replay_file(name, file, &label, wp, || {
+                let store = fresh();
+                async move { Ok(CompactedTree::new(store)) }
+            })
+            .await;
+            results.iter().for_each(&mut *report);
+        }
+    }
 }

@@ -68,7 +68,7 @@ impl UpdateBatch {
             e.delta = e.delta.saturating_sub(1);
         }
         let mut out: Vec<_> = map.into_values().filter(|c| c.delta != 0).collect();
-        out.sort_unstable_by(|a, b| a.hash.cmp(&b.hash));
+        out.sort_unstable_by_key(|c| c.hash);
         out
     }
 }

@@ -114,7 +114,7 @@ impl MemoryStore {
             .iter()
             .map(|(h, e)| (*h, e.node.clone(), e.refs))
             .collect();
-        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        rows.sort_unstable_by_key(|r| r.0);
         Ok(rows)
     }
 

@@ -10,20 +10,20 @@
 mod batch;
 mod counters;
 mod memory;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use batch::{NetChange, UpdateBatch};
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::SqlStoreError;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::SqlStoreError;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
 

@@ -45,7 +45,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
 )];
 
 /// Advisory lock key of the migrations (an arbitrary constant: "mssmt").
-const MIGRATION_LOCK: i64 = 0x6d73_736d_74;
+const MIGRATION_LOCK: i64 = 0x006d_7373_6d74;
 
 /// A tree store in a PostgreSQL database, bound to one namespace.
 ///
@@ -124,9 +124,10 @@ impl PostgresStore {
         )
         .execute(&mut *tx)
         .await?;
-        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
-            .fetch_one(&mut *tx)
-            .await?;
+        let current: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
+                .fetch_one(&mut *tx)
+                .await?;
         let latest = MIGRATIONS.last().map_or(0, |m| m.0);
         if current > latest {
             return Err(SqlStoreError::SchemaTooNew {
@@ -171,17 +172,33 @@ pub struct PostgresTxStore<'c> {
 
 async fn load_root(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<ComputedNode> {
     counters.round_trip(1);
-    let row: Option<(Vec<u8>, i64)> = sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = $1")
-        .bind(ns)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row: Option<(Vec<u8>, i64)> =
+        sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = $1")
+            .bind(ns)
+            .fetch_optional(&mut *conn)
+            .await?;
     decode_root(ns, row)
 }
 
-async fn fetch_nodes(conn: &mut PgConnection, ns: &str, hashes: &[Hash], counters: &Counters) -> Res<Vec<(Hash, Node)>> {
+async fn fetch_nodes(
+    conn: &mut PgConnection,
+    ns: &str,
+    hashes: &[Hash],
+    counters: &Counters,
+) -> Res<Vec<(Hash, Node)>> {
     let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
     counters.round_trip(1);
-    let rows = sqlx::query_as::<_, (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, i64)>(
+    let rows = sqlx::query_as::<
+        _,
+        (
+            Vec<u8>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            i64,
+        ),
+    >(
         "SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
          WHERE namespace = $1 AND hash = ANY($2)",
     )
@@ -192,7 +209,15 @@ async fn fetch_nodes(conn: &mut PgConnection, ns: &str, hashes: &[Hash], counter
     let out = rows
         .into_iter()
         .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
-            NodeRow { hash, l_hash, r_hash, leaf_key, value, sum }.decode(ns)
+            NodeRow {
+                hash,
+                l_hash,
+                r_hash,
+                leaf_key,
+                value,
+                sum,
+            }
+            .decode(ns)
         })
         .collect::<Res<Vec<_>>>()?;
     counters.read(out.len() as u64);
@@ -201,7 +226,12 @@ async fn fetch_nodes(conn: &mut PgConnection, ns: &str, hashes: &[Hash], counter
 
 /// Check-and-apply inside an open transaction or savepoint. Returns
 /// `RootMoved` without writing when the root is not `batch.old_root`.
-async fn commit_on(conn: &mut PgConnection, ns: &str, batch: &UpdateBatch, counters: &Counters) -> Res<CommitOutcome> {
+async fn commit_on(
+    conn: &mut PgConnection,
+    ns: &str,
+    batch: &UpdateBatch,
+    counters: &Counters,
+) -> Res<CommitOutcome> {
     counters.round_trip(1);
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
         .bind(ns)
@@ -240,7 +270,12 @@ async fn commit_on(conn: &mut PgConnection, ns: &str, batch: &UpdateBatch, count
 /// Applies the net changes in two statements: one upsert over arrays that
 /// adds each row's delta to its reference count (creating new rows), then
 /// one delete of the rows left with none.
-async fn apply_changes(conn: &mut PgConnection, ns: &str, changes: &Changes, counters: &Counters) -> Res<()> {
+async fn apply_changes(
+    conn: &mut PgConnection,
+    ns: &str,
+    changes: &Changes,
+    counters: &Counters,
+) -> Res<()> {
     if changes.len() == 0 {
         return Ok(());
     }

@@ -54,7 +54,12 @@ pub(crate) fn sum_from_sql(sum: i64) -> u64 {
     u64::from_ne_bytes(sum.to_ne_bytes())
 }
 
-fn bytes32(namespace: &str, hash: &[u8], blob: &[u8], what: &'static str) -> Result<[u8; 32], SqlStoreError> {
+fn bytes32(
+    namespace: &str,
+    hash: &[u8],
+    blob: &[u8],
+    what: &'static str,
+) -> Result<[u8; 32], SqlStoreError> {
     blob.try_into().map_err(|_| SqlStoreError::CorruptRow {
         namespace: namespace.to_owned(),
         hash: hex::encode(hash),
@@ -76,12 +81,27 @@ impl NodeRow {
     /// Decodes the row: both child hashes make a branch, a key makes a
     /// compacted leaf, neither makes a plain leaf.
     pub fn decode(self, namespace: &str) -> Result<(Hash, Node), SqlStoreError> {
-        let hash = Hash(bytes32(namespace, &self.hash, &self.hash, "hash is not 32 bytes")?);
+        let hash = Hash(bytes32(
+            namespace,
+            &self.hash,
+            &self.hash,
+            "hash is not 32 bytes",
+        )?);
         let sum = sum_from_sql(self.sum);
         let node = match (self.l_hash, self.r_hash, self.leaf_key) {
             (Some(l), Some(r), None) => Node::Branch {
-                left: Hash(bytes32(namespace, &self.hash, &l, "left hash is not 32 bytes")?),
-                right: Hash(bytes32(namespace, &self.hash, &r, "right hash is not 32 bytes")?),
+                left: Hash(bytes32(
+                    namespace,
+                    &self.hash,
+                    &l,
+                    "left hash is not 32 bytes",
+                )?),
+                right: Hash(bytes32(
+                    namespace,
+                    &self.hash,
+                    &r,
+                    "right hash is not 32 bytes",
+                )?),
                 sum,
             },
             (None, None, Some(key)) => Node::Compacted {
@@ -128,13 +148,21 @@ pub(crate) fn fold(batch: &UpdateBatch) -> Changes {
     for change in batch.net_changes() {
         let (l, r, k, v, sum) = match change.node {
             Some(node) if change.delta > 0 => match node {
-                Node::Branch { left, right, sum } => {
-                    (Some(left.0.to_vec()), Some(right.0.to_vec()), None, None, *sum)
-                }
+                Node::Branch { left, right, sum } => (
+                    Some(left.0.to_vec()),
+                    Some(right.0.to_vec()),
+                    None,
+                    None,
+                    *sum,
+                ),
                 Node::Leaf(leaf) => (None, None, None, Some(leaf.value().to_vec()), leaf.sum()),
-                Node::Compacted { key, leaf } => {
-                    (None, None, Some(key.0.to_vec()), Some(leaf.value().to_vec()), leaf.sum())
-                }
+                Node::Compacted { key, leaf } => (
+                    None,
+                    None,
+                    Some(key.0.to_vec()),
+                    Some(leaf.value().to_vec()),
+                    leaf.sum(),
+                ),
             },
             _ => (None, None, None, None, 0),
         };
@@ -152,14 +180,21 @@ pub(crate) fn fold(batch: &UpdateBatch) -> Changes {
 /// Checks the `(hash, refs)` rows an upsert returned: a negative count means
 /// the batch dropped a reference to a row that did not exist. Returns the
 /// hashes left with no references (to delete).
-pub(crate) fn emptied_rows(ns: &str, returned: Vec<(Vec<u8>, i64)>) -> Result<Vec<Vec<u8>>, SqlStoreError> {
+pub(crate) fn emptied_rows(
+    ns: &str,
+    returned: Vec<(Vec<u8>, i64)>,
+) -> Result<Vec<Vec<u8>>, SqlStoreError> {
     if let Some((h, _)) = returned.iter().find(|(_, refs)| *refs < 0) {
         return Err(SqlStoreError::MissingReference {
             namespace: ns.to_owned(),
             hash: Hash(h.as_slice().try_into().unwrap_or([0; 32])),
         });
     }
-    Ok(returned.into_iter().filter(|(_, refs)| *refs == 0).map(|(h, _)| h).collect())
+    Ok(returned
+        .into_iter()
+        .filter(|(_, refs)| *refs == 0)
+        .map(|(h, _)| h)
+        .collect())
 }
 
 /// The root row's content: `None` for the empty tree (no row is kept).
@@ -168,11 +203,19 @@ pub(crate) fn root_row(root: &ComputedNode) -> Option<(Vec<u8>, i64)> {
 }
 
 /// Decodes a root row.
-pub(crate) fn decode_root(namespace: &str, row: Option<(Vec<u8>, i64)>) -> Result<ComputedNode, SqlStoreError> {
+pub(crate) fn decode_root(
+    namespace: &str,
+    row: Option<(Vec<u8>, i64)>,
+) -> Result<ComputedNode, SqlStoreError> {
     match row {
         None => Ok(ComputedNode::empty_root()),
         Some((hash, sum)) => Ok(ComputedNode::new(
-            Hash(bytes32(namespace, &hash, &hash, "root hash is not 32 bytes")?),
+            Hash(bytes32(
+                namespace,
+                &hash,
+                &hash,
+                "root hash is not 32 bytes",
+            )?),
             sum_from_sql(sum),
         )),
     }

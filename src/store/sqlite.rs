@@ -163,9 +163,10 @@ impl SqliteStore {
         )
         .execute(&mut *tx)
         .await?;
-        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM ms_smt_migrations")
-            .fetch_one(&mut *tx)
-            .await?;
+        let current: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM ms_smt_migrations")
+                .fetch_one(&mut *tx)
+                .await?;
         let latest = MIGRATIONS.last().map_or(0, |m| m.0);
         if current > latest {
             return Err(SqlStoreError::SchemaTooNew {
@@ -220,12 +221,17 @@ fn placeholders(n: usize, group: &str) -> String {
     s
 }
 
-async fn load_root(conn: &mut SqliteConnection, ns: &str, counters: &Counters) -> Res<ComputedNode> {
+async fn load_root(
+    conn: &mut SqliteConnection,
+    ns: &str,
+    counters: &Counters,
+) -> Res<ComputedNode> {
     counters.round_trip(1);
-    let row: Option<(Vec<u8>, i64)> = sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
-        .bind(ns)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row: Option<(Vec<u8>, i64)> =
+        sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
+            .bind(ns)
+            .fetch_optional(&mut *conn)
+            .await?;
     decode_root(ns, row)
 }
 
@@ -242,15 +248,35 @@ async fn fetch_nodes(
              WHERE namespace = ? AND hash IN ({})",
             placeholders(chunk.len(), "?")
         );
-        let mut q = sqlx::query_as::<_, (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, i64)>(&sql)
-            .persistent(false)
-            .bind(ns);
+        let mut q = sqlx::query_as::<
+            _,
+            (
+                Vec<u8>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                i64,
+            ),
+        >(&sql)
+        .persistent(false)
+        .bind(ns);
         for h in chunk {
             q = q.bind(h.0.as_slice());
         }
         counters.round_trip(1);
         for (hash, l_hash, r_hash, leaf_key, value, sum) in q.fetch_all(&mut *conn).await? {
-            out.push(NodeRow { hash, l_hash, r_hash, leaf_key, value, sum }.decode(ns)?);
+            out.push(
+                NodeRow {
+                    hash,
+                    l_hash,
+                    r_hash,
+                    leaf_key,
+                    value,
+                    sum,
+                }
+                .decode(ns)?,
+            );
         }
     }
     counters.read(out.len() as u64);
@@ -300,7 +326,12 @@ async fn commit_on(
 /// rows left with none. Upserts iterate the VALUES rows and look each up by
 /// primary key, which an `UPDATE ... FROM (VALUES ...)` join does not
 /// guarantee on SQLite.
-async fn apply_changes(conn: &mut SqliteConnection, ns: &str, changes: &Changes, counters: &Counters) -> Res<()> {
+async fn apply_changes(
+    conn: &mut SqliteConnection,
+    ns: &str,
+    changes: &Changes,
+    counters: &Counters,
+) -> Res<()> {
     const COLS: usize = 8;
     let rows = MAX_BINDS / COLS;
     let mut emptied: Vec<Vec<u8>> = Vec::new();
