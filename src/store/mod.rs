@@ -38,6 +38,18 @@ pub trait NodeSource {
     fn node(&self, hash: &Hash) -> Option<&Node>;
 }
 
+/// Where a single-key path walk starts: a stored node, its level, and the
+/// key whose bits choose the way down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathStart {
+    /// The node to start from.
+    pub hash: Hash,
+    /// Its level (0 = root).
+    pub level: usize,
+    /// The key to follow.
+    pub key: crate::key::Key,
+}
+
 /// What [`TreeStore::commit`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOutcome {
@@ -68,6 +80,26 @@ pub trait TreeStore: Send + Sync {
         &self,
         hashes: &[Hash],
     ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
+
+    /// True when the store implements [`fetch_key_paths`](Self::fetch_key_paths).
+    fn supports_key_paths(&self) -> bool {
+        false
+    }
+
+    /// Follows each start's key from its node down to where the path ends
+    /// (a leaf, a compacted leaf, or an empty child) in one round trip, and
+    /// returns every node on the way; with `siblings`, also the off-path
+    /// child of every branch passed. The walk is bounded by the tree depth.
+    /// Stores that cannot do this server-side return `Ok(None)` and the tree
+    /// reads level by level instead.
+    fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
+        let _ = (starts, siblings);
+        async { Ok(None) }
+    }
 
     /// Applies `batch` atomically if the stored root still equals
     /// `batch.old_root`.

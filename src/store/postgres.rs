@@ -1,7 +1,9 @@
 //! PostgreSQL store on sqlx: many namespaces per database, reference-counted
 //! rows, a constant number of statements per commit.
 //!
-//! * Reads: one `SELECT ... WHERE hash = ANY($2)` per descent level.
+//! * Reads: one `SELECT ... WHERE hash = ANY($2)` per descent level while
+//!   keys share nodes, then one bounded recursive query that walks every
+//!   single-key path to its end.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
 //!   root check, one `INSERT ... SELECT FROM UNNEST(...) ON CONFLICT`
 //!   adding every row's net reference delta, one `DELETE` for rows left with
@@ -17,7 +19,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
 use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
-use super::{CommitOutcome, Counters, StoreStats, TreeStore, UpdateBatch};
+use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -224,6 +226,73 @@ async fn fetch_nodes(
     Ok(out)
 }
 
+/// Walks each start's key path server-side in one bounded recursive query
+/// (at most 256 steps, each a primary-key lookup). `get_bit` numbers bits
+/// least-significant first within each byte, the tree's own bit order.
+async fn fetch_key_paths(
+    conn: &mut PgConnection,
+    ns: &str,
+    starts: &[PathStart],
+    siblings: bool,
+    counters: &Counters,
+) -> Res<Vec<(Hash, Node)>> {
+    let hashes: Vec<&[u8]> = starts.iter().map(|s| s.hash.0.as_slice()).collect();
+    let levels: Vec<i32> = starts
+        .iter()
+        .map(|s| i32::try_from(s.level).unwrap_or(i32::MAX))
+        .collect();
+    let keys: Vec<&[u8]> = starts.iter().map(|s| s.key.0.as_slice()).collect();
+    counters.round_trip(1);
+    let rows = sqlx::query_as::<
+        _,
+        (
+            Vec<u8>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            i64,
+        ),
+    >(
+        "WITH RECURSIVE walk(hash, sib, lvl, key) AS ( \
+             SELECT s.hash, NULL::bytea, s.lvl, s.key \
+             FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
+           UNION ALL \
+             SELECT CASE WHEN get_bit(w.key, w.lvl) = 1 THEN n.r_hash ELSE n.l_hash END, \
+                    CASE WHEN get_bit(w.key, w.lvl) = 1 THEN n.l_hash ELSE n.r_hash END, \
+                    w.lvl + 1, w.key \
+             FROM walk w JOIN ms_smt_nodes n ON n.namespace = $1 AND n.hash = w.hash \
+             WHERE w.lvl < 256 AND n.l_hash IS NOT NULL \
+         ) \
+         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum FROM ms_smt_nodes n \
+         WHERE n.namespace = $1 AND n.hash IN ( \
+             SELECT hash FROM walk UNION SELECT sib FROM walk WHERE $5 AND sib IS NOT NULL)",
+    )
+    .bind(ns)
+    .bind(hashes)
+    .bind(levels)
+    .bind(keys)
+    .bind(siblings)
+    .fetch_all(&mut *conn)
+    .await?;
+    let out = rows
+        .into_iter()
+        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
+            NodeRow {
+                hash,
+                l_hash,
+                r_hash,
+                leaf_key,
+                value,
+                sum,
+            }
+            .decode(ns)
+        })
+        .collect::<Res<Vec<_>>>()?;
+    counters.read(out.len() as u64);
+    Ok(out)
+}
+
 /// Check-and-apply inside an open transaction or savepoint. Returns
 /// `RootMoved` without writing when the root is not `batch.old_root`.
 async fn commit_on(
@@ -328,6 +397,21 @@ async fn delete_all_on(conn: &mut PgConnection, ns: &str, counters: &Counters) -
 impl TreeStore for PostgresStore {
     type Error = SqlStoreError;
 
+    fn supports_key_paths(&self) -> bool {
+        true
+    }
+
+    async fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.pool.acquire().await?;
+        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+            .await
+            .map(Some)
+    }
+
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.pool.acquire().await?;
         load_root(&mut conn, &self.namespace, &self.counters).await
@@ -364,6 +448,21 @@ impl TreeStore for PostgresStore {
 
 impl TreeStore for PostgresTxStore<'_> {
     type Error = SqlStoreError;
+
+    fn supports_key_paths(&self) -> bool {
+        true
+    }
+
+    async fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.conn.lock().await;
+        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+            .await
+            .map(Some)
+    }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.conn.lock().await;

@@ -1,7 +1,9 @@
 //! SQLite store on sqlx: one file, many namespaces, reference-counted rows.
 //!
-//! * Reads: one `SELECT ... WHERE hash IN (...)` per descent level (chunked
-//!   under SQLite's bind limit, so one statement up to 32,000 hashes).
+//! * Reads: one `SELECT ... WHERE hash IN (...)` per descent level while
+//!   keys share nodes (chunked under SQLite's bind limit, so one statement
+//!   up to 32,000 hashes), then one bounded recursive query that walks every
+//!   single-key path to its end.
 //! * Writes: one `BEGIN IMMEDIATE` transaction per commit: check the root,
 //!   add every row's net reference delta with multi-row upserts (chunks of
 //!   4,000 rows under the bind limit), delete rows left with none, move the
@@ -22,7 +24,7 @@ use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
 use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
-use super::{CommitOutcome, Counters, StoreStats, TreeStore, UpdateBatch};
+use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -283,6 +285,78 @@ async fn fetch_nodes(
     Ok(out)
 }
 
+/// Walks each start's key path in one bounded recursive query per chunk
+/// (at most 256 steps, each a primary-key lookup). SQLite has no bit
+/// functions on blobs, so each key travels as a 256-character '0'/'1' text.
+async fn fetch_key_paths(
+    conn: &mut SqliteConnection,
+    ns: &str,
+    starts: &[PathStart],
+    siblings: bool,
+    counters: &Counters,
+) -> Res<Vec<(Hash, Node)>> {
+    let mut out = Vec::new();
+    for chunk in starts.chunks((MAX_BINDS - 2) / 3) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("(?{}, ?{}, ?{})", 3 + 3 * i, 4 + 3 * i, 5 + 3 * i))
+            .collect();
+        let sql = format!(
+            "WITH RECURSIVE starts(hash, lvl, bits) AS (VALUES {}), \
+             walk(hash, sib, lvl, bits) AS ( \
+                 SELECT hash, NULL, lvl, bits FROM starts \
+               UNION ALL \
+                 SELECT CASE WHEN substr(w.bits, w.lvl + 1, 1) = '1' THEN n.r_hash ELSE n.l_hash END, \
+                        CASE WHEN substr(w.bits, w.lvl + 1, 1) = '1' THEN n.l_hash ELSE n.r_hash END, \
+                        w.lvl + 1, w.bits \
+                 FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = w.hash \
+                 WHERE w.lvl < 256 AND n.l_hash IS NOT NULL \
+             ) \
+             SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
+             WHERE namespace = ?1 AND hash IN (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE ?2 AND sib IS NOT NULL)",
+            values.join(",")
+        );
+        let mut q = sqlx::query_as::<
+            _,
+            (
+                Vec<u8>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                Option<Vec<u8>>,
+                i64,
+            ),
+        >(&sql)
+        .persistent(false)
+        .bind(ns)
+        .bind(siblings);
+        for start in chunk {
+            let bits: String = (0..crate::key::MAX_LEVEL)
+                .map(|d| if start.key.bit(d) { '1' } else { '0' })
+                .collect();
+            q = q
+                .bind(start.hash.0.as_slice())
+                .bind(i64::try_from(start.level).unwrap_or(i64::MAX))
+                .bind(bits);
+        }
+        counters.round_trip(1);
+        for (hash, l_hash, r_hash, leaf_key, value, sum) in q.fetch_all(&mut *conn).await? {
+            out.push(
+                NodeRow {
+                    hash,
+                    l_hash,
+                    r_hash,
+                    leaf_key,
+                    value,
+                    sum,
+                }
+                .decode(ns)?,
+            );
+        }
+    }
+    counters.read(out.len() as u64);
+    Ok(out)
+}
+
 /// Check-and-apply inside an open transaction or savepoint. Returns
 /// `RootMoved` without writing when the root is not `batch.old_root`.
 async fn commit_on(
@@ -389,6 +463,21 @@ async fn delete_all_on(conn: &mut SqliteConnection, ns: &str, counters: &Counter
 impl TreeStore for SqliteStore {
     type Error = SqlStoreError;
 
+    fn supports_key_paths(&self) -> bool {
+        true
+    }
+
+    async fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.pool.acquire().await?;
+        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+            .await
+            .map(Some)
+    }
+
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.pool.acquire().await?;
         load_root(&mut conn, &self.namespace, &self.counters).await
@@ -425,6 +514,21 @@ impl TreeStore for SqliteStore {
 
 impl TreeStore for SqliteTxStore<'_> {
     type Error = SqlStoreError;
+
+    fn supports_key_paths(&self) -> bool {
+        true
+    }
+
+    async fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.conn.lock().await;
+        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+            .await
+            .map(Some)
+    }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.conn.lock().await;
