@@ -1,0 +1,304 @@
+//! Criterion benches for the stores: memory vs SQLite vs PostgreSQL, insert
+//! loop vs `insert_many`, into an empty tree and into a 10,000-leaf tree,
+//! plus 1,000 proofs and 1,000 gets from a 10,000-leaf tree.
+//!
+//! Each bench prints (stderr) the store round trips and statements of one
+//! operation next to its name. The populated trees are built once per store
+//! and layout; a timed insert into them is undone by an untimed delete of the
+//! same keys (the canonical shape makes the tree exactly what it was).
+//!
+//! Run: `scripts/with-postgres.sh cargo bench --bench sql` (Postgres from
+//! `MSSMT_PG_URL`; without it the Postgres benches are skipped, saying so).
+//! SQLite runs on a file in the temp dir with `synchronous=FULL` (one fsync
+//! per commit, like tapdb).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
+use ms_smt::{Key, Layout, Leaf, Tree};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::runtime::Runtime;
+
+type Batch = Vec<(Key, Leaf)>;
+
+fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
+    (0..n)
+        .map(|_| {
+            let mut key = [0u8; 32];
+            rng.fill(&mut key);
+            let len = rng.gen_range(1..=255usize);
+            let mut value = vec![0u8; len];
+            rng.fill(&mut value[..]);
+            (Key(key), Leaf::new(value, rng.gen_range(1..(1u64 << 32))))
+        })
+        .collect()
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Makes fresh, empty trees of one store kind.
+trait Factory {
+    type S: TreeStore + Clone + 'static;
+    fn label(&self) -> &'static str;
+    fn fresh(&self) -> Self::S;
+}
+
+struct Mem;
+impl Factory for Mem {
+    type S = MemoryStore;
+    fn label(&self) -> &'static str {
+        "memory"
+    }
+    fn fresh(&self) -> MemoryStore {
+        MemoryStore::new()
+    }
+}
+
+struct Namespaced<S> {
+    label: &'static str,
+    db: S,
+    counter: std::sync::atomic::AtomicUsize,
+    ns: fn(&S, &str) -> S,
+}
+impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
+    type S = S;
+    fn label(&self) -> &'static str {
+        self.label
+    }
+    fn fresh(&self) -> S {
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (self.ns)(&self.db, &format!("bench-{}-{n}", std::process::id()))
+    }
+}
+
+fn report(name: &str, stats: StoreStats) {
+    eprintln!(
+        "  {name}: {} round trips, {} statements, {} nodes read, {} node rows written",
+        stats.round_trips, stats.statements, stats.nodes_read, stats.nodes_written
+    );
+}
+
+async fn insert_loop<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, Leaf)]) {
+    for (k, l) in batch {
+        tree.insert(*k, l.clone()).await.expect("insert");
+    }
+}
+
+async fn delete_keys<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, Leaf)]) {
+    tree.insert_many(batch.iter().map(|(k, _)| (*k, Leaf::empty())))
+        .await
+        .expect("undo");
+}
+
+/// Benches one layout on one store kind.
+fn bench_layout<F: Factory, L: Layout>(
+    c: &mut Criterion,
+    rt: &Runtime,
+    f: &F,
+    layout: &str,
+    seed: &Batch,
+    fresh: &Batch,
+    full_tree: bool,
+) {
+    let group_name = format!("{}/{layout}", f.label());
+    let mut g = c.benchmark_group(&group_name);
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+
+    // Into an empty tree: a fresh namespace per iteration (untimed).
+    for n in [100usize, 1000] {
+        let batch = &fresh[..n];
+        let name = format!("insert_many/empty/{n}");
+        g.bench_function(&name, |b| {
+            b.to_async(rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let tree = Tree::<F::S, L>::new(f.fresh());
+                    let start = Instant::now();
+                    black_box(tree.insert_many(batch.to_vec()).await.expect("insert_many"));
+                    total += start.elapsed();
+                    tree.delete_all().await.expect("cleanup");
+                }
+                total
+            })
+        });
+        let tree = Tree::<F::S, L>::new(f.fresh());
+        let before = tree.store().stats();
+        rt.block_on(tree.insert_many(batch.to_vec()))
+            .expect("insert_many");
+        report(
+            &format!("{group_name}/{name}"),
+            tree.store().stats().since(&before),
+        );
+        rt.block_on(tree.delete_all()).expect("cleanup");
+
+        // The loop baseline: skipped for 1,000 keys into full trees on SQL
+        // (256-row commits, tens of seconds per iteration).
+        if full_tree && n > 100 && f.label() != "memory" {
+            continue;
+        }
+        let name = format!("insert_loop/empty/{n}");
+        g.bench_function(&name, |b| {
+            b.to_async(rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let tree = Tree::<F::S, L>::new(f.fresh());
+                    let start = Instant::now();
+                    insert_loop(&tree, batch).await;
+                    total += start.elapsed();
+                    tree.delete_all().await.expect("cleanup");
+                }
+                total
+            })
+        });
+    }
+
+    // Into a 10,000-leaf tree, built once; each timed insert is undone.
+    let tree = Tree::<F::S, L>::new(f.fresh());
+    rt.block_on(tree.insert_many(seed.clone())).expect("seed");
+    let root = rt.block_on(tree.root()).expect("root");
+    for n in [100usize, 1000] {
+        let batch = &fresh[..n];
+        let name = format!("insert_many/into10k/{n}");
+        let t = &tree;
+        g.bench_function(&name, |b| {
+            b.to_async(rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    black_box(t.insert_many(batch.to_vec()).await.expect("insert_many"));
+                    total += start.elapsed();
+                    delete_keys(t, batch).await;
+                }
+                total
+            })
+        });
+        let before = tree.store().stats();
+        rt.block_on(tree.insert_many(batch.to_vec()))
+            .expect("insert_many");
+        report(
+            &format!("{group_name}/{name}"),
+            tree.store().stats().since(&before),
+        );
+        rt.block_on(delete_keys(&tree, batch));
+        assert_eq!(
+            rt.block_on(tree.root()).expect("root"),
+            root,
+            "undo restores the tree"
+        );
+
+        if full_tree && n > 100 && f.label() != "memory" {
+            continue;
+        }
+        let name = format!("insert_loop/into10k/{n}");
+        g.bench_function(&name, |b| {
+            b.to_async(rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    insert_loop(t, batch).await;
+                    total += start.elapsed();
+                    delete_keys(t, batch).await;
+                }
+                total
+            })
+        });
+    }
+
+    // Reads from the 10,000-leaf tree.
+    let keys: Vec<Key> = seed.iter().take(1000).map(|(k, _)| *k).collect();
+    let before = tree.store().stats();
+    rt.block_on(tree.merkle_proofs(&keys)).expect("proofs");
+    report(
+        &format!("{group_name}/merkle_proofs/1000"),
+        tree.store().stats().since(&before),
+    );
+    let before = tree.store().stats();
+    rt.block_on(tree.get_many(&keys)).expect("gets");
+    report(
+        &format!("{group_name}/get_many/1000"),
+        tree.store().stats().since(&before),
+    );
+    let t = &tree;
+    let k = &keys;
+    g.bench_function("merkle_proofs/1000", |b| {
+        b.to_async(rt)
+            .iter(|| async move { black_box(t.merkle_proofs(k).await.expect("proofs")) })
+    });
+    g.bench_function("get_many/1000", |b| {
+        b.to_async(rt)
+            .iter(|| async move { black_box(t.get_many(k).await.expect("gets")) })
+    });
+    g.bench_function("merkle_proof_loop/1000", |b| {
+        b.to_async(rt).iter(|| async move {
+            for key in k {
+                black_box(t.merkle_proof(key).await.expect("proof"));
+            }
+        })
+    });
+    g.finish();
+    rt.block_on(tree.delete_all()).expect("cleanup");
+}
+
+fn bench_store<F: Factory>(c: &mut Criterion, rt: &Runtime, f: &F, seed: &Batch, fresh: &Batch) {
+    bench_layout::<F, ms_smt::Compacted>(c, rt, f, "compacted", seed, fresh, false);
+    bench_layout::<F, ms_smt::Full>(c, rt, f, "full", seed, fresh, true);
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = runtime();
+    let mut rng = StdRng::seed_from_u64(0x6d73_736d_7400_0002);
+    let seed = random_batch(&mut rng, 10_000);
+    let fresh = random_batch(&mut rng, 1_000);
+
+    bench_store(c, &rt, &Mem, &seed, &fresh);
+
+    let path = std::env::temp_dir().join(format!("ms-smt-bench-{}.db", std::process::id()));
+    let sqlite = rt.block_on(SqliteStore::open(&path)).expect("open SQLite");
+    let f = Namespaced {
+        label: "sqlite",
+        db: sqlite,
+        counter: Default::default(),
+        ns: SqliteStore::namespace,
+    };
+    bench_store(c, &rt, &f, &seed, &fresh);
+    rt.block_on(f.db.pool().close());
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+
+    match std::env::var("MSSMT_PG_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => {
+            let pg = rt
+                .block_on(PostgresStore::connect(&url))
+                .expect("connect Postgres");
+            let f = Namespaced {
+                label: "postgres",
+                db: pg,
+                counter: Default::default(),
+                ns: PostgresStore::namespace,
+            };
+            bench_store(c, &rt, &f, &seed, &fresh);
+        }
+        None => eprintln!(
+            "postgres benches SKIPPED: MSSMT_PG_URL is not set (run via scripts/with-postgres.sh)"
+        ),
+    }
+}
+
+criterion_group!(sql, benches);
+criterion_main!(sql);
