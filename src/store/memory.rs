@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{CommitOutcome, Counters, StoreStats, TreeStore, UpdateBatch};
+use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
+use crate::key::MAX_LEVEL;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -209,6 +210,45 @@ impl TreeStore for MemoryStore {
             .collect();
         self.counters.read(out.len() as u64);
         Ok(out)
+    }
+
+    fn supports_key_paths(&self) -> bool {
+        true
+    }
+
+    async fn fetch_key_paths(
+        &self,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Result<Option<Vec<(Hash, Node)>>, MemoryError> {
+        self.counters.round_trip(1);
+        let space = self.read()?;
+        let mut out = Vec::new();
+        for start in starts {
+            let (mut hash, mut level) = (start.hash, start.level);
+            while let Some(entry) = space.nodes.get(&hash) {
+                out.push((hash, entry.node.clone()));
+                let Node::Branch { left, right, .. } = &entry.node else {
+                    break;
+                };
+                if level >= MAX_LEVEL {
+                    break;
+                }
+                let (next, other) = if start.key.bit(level) {
+                    (*right, *left)
+                } else {
+                    (*left, *right)
+                };
+                if siblings {
+                    if let Some(e) = space.nodes.get(&other) {
+                        out.push((other, e.node.clone()));
+                    }
+                }
+                (hash, level) = (next, level + 1);
+            }
+        }
+        self.counters.read(out.len() as u64);
+        Ok(Some(out))
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, MemoryError> {
