@@ -239,10 +239,8 @@ impl TreeStore for MemoryStore {
                 } else {
                     (*left, *right)
                 };
-                if siblings {
-                    if let Some(e) = space.nodes.get(&other) {
-                        out.push((other, e.node.clone()));
-                    }
+                if let Some(e) = space.nodes.get(&other).filter(|_| siblings) {
+                    out.push((other, e.node.clone()));
                 }
                 (hash, level) = (next, level + 1);
             }
