@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
-use crate::key::MAX_LEVEL;
 use crate::hash::Hash;
+use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
 
 /// Errors of the in-memory store.

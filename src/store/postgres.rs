@@ -18,7 +18,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
-use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
+use super::sql::{
+    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, emptied_rows, fold, root_row,
+};
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
@@ -190,17 +192,7 @@ async fn fetch_nodes(
 ) -> Res<Vec<(Hash, Node)>> {
     let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
     counters.round_trip(1);
-    let rows = sqlx::query_as::<
-        _,
-        (
-            Vec<u8>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            i64,
-        ),
-    >(
+    let rows = sqlx::query_as::<_, RowTuple>(
         "SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
          WHERE namespace = $1 AND hash = ANY($2)",
     )
@@ -208,20 +200,7 @@ async fn fetch_nodes(
     .bind(keys)
     .fetch_all(&mut *conn)
     .await?;
-    let out = rows
-        .into_iter()
-        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
-            NodeRow {
-                hash,
-                l_hash,
-                r_hash,
-                leaf_key,
-                value,
-                sum,
-            }
-            .decode(ns)
-        })
-        .collect::<Res<Vec<_>>>()?;
+    let out = decode_rows(ns, rows)?;
     counters.read(out.len() as u64);
     Ok(out)
 }
@@ -243,17 +222,7 @@ async fn fetch_key_paths(
         .collect();
     let keys: Vec<&[u8]> = starts.iter().map(|s| s.key.0.as_slice()).collect();
     counters.round_trip(1);
-    let rows = sqlx::query_as::<
-        _,
-        (
-            Vec<u8>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            Option<Vec<u8>>,
-            i64,
-        ),
-    >(
+    let rows = sqlx::query_as::<_, RowTuple>(
         "WITH RECURSIVE walk(hash, sib, lvl, key) AS ( \
              SELECT s.hash, NULL::bytea, s.lvl, s.key \
              FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
@@ -275,20 +244,7 @@ async fn fetch_key_paths(
     .bind(siblings)
     .fetch_all(&mut *conn)
     .await?;
-    let out = rows
-        .into_iter()
-        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
-            NodeRow {
-                hash,
-                l_hash,
-                r_hash,
-                leaf_key,
-                value,
-                sum,
-            }
-            .decode(ns)
-        })
-        .collect::<Res<Vec<_>>>()?;
+    let out = decode_rows(ns, rows)?;
     counters.read(out.len() as u64);
     Ok(out)
 }

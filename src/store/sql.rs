@@ -67,6 +67,37 @@ fn bytes32(
     })
 }
 
+/// The columns of a node row in SELECT order: hash, l_hash, r_hash,
+/// leaf_key, value, sum.
+pub(crate) type RowTuple = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+);
+
+/// Decodes fetched rows into nodes.
+pub(crate) fn decode_rows(
+    ns: &str,
+    rows: Vec<RowTuple>,
+) -> Result<Vec<(Hash, Node)>, SqlStoreError> {
+    rows.into_iter()
+        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
+            NodeRow {
+                hash,
+                l_hash,
+                r_hash,
+                leaf_key,
+                value,
+                sum,
+            }
+            .decode(ns)
+        })
+        .collect()
+}
+
 /// One node row as read from SQL.
 pub(crate) struct NodeRow {
     pub hash: Vec<u8>,

@@ -23,7 +23,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
-use super::sql::{Changes, NodeRow, SqlStoreError, decode_root, emptied_rows, fold, root_row};
+use super::sql::{
+    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, emptied_rows, fold, root_row,
+};
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
@@ -250,36 +252,14 @@ async fn fetch_nodes(
              WHERE namespace = ? AND hash IN ({})",
             placeholders(chunk.len(), "?")
         );
-        let mut q = sqlx::query_as::<
-            _,
-            (
-                Vec<u8>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                i64,
-            ),
-        >(&sql)
-        .persistent(false)
-        .bind(ns);
+        let mut q = sqlx::query_as::<_, RowTuple>(&sql)
+            .persistent(false)
+            .bind(ns);
         for h in chunk {
             q = q.bind(h.0.as_slice());
         }
         counters.round_trip(1);
-        for (hash, l_hash, r_hash, leaf_key, value, sum) in q.fetch_all(&mut *conn).await? {
-            out.push(
-                NodeRow {
-                    hash,
-                    l_hash,
-                    r_hash,
-                    leaf_key,
-                    value,
-                    sum,
-                }
-                .decode(ns)?,
-            );
-        }
+        out.extend(decode_rows(ns, q.fetch_all(&mut *conn).await?)?);
     }
     counters.read(out.len() as u64);
     Ok(out)
@@ -315,20 +295,10 @@ async fn fetch_key_paths(
              WHERE namespace = ?1 AND hash IN (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE ?2 AND sib IS NOT NULL)",
             values.join(",")
         );
-        let mut q = sqlx::query_as::<
-            _,
-            (
-                Vec<u8>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                Option<Vec<u8>>,
-                i64,
-            ),
-        >(&sql)
-        .persistent(false)
-        .bind(ns)
-        .bind(siblings);
+        let mut q = sqlx::query_as::<_, RowTuple>(&sql)
+            .persistent(false)
+            .bind(ns)
+            .bind(siblings);
         for start in chunk {
             let bits: String = (0..crate::key::MAX_LEVEL)
                 .map(|d| if start.key.bit(d) { '1' } else { '0' })
@@ -339,19 +309,7 @@ async fn fetch_key_paths(
                 .bind(bits);
         }
         counters.round_trip(1);
-        for (hash, l_hash, r_hash, leaf_key, value, sum) in q.fetch_all(&mut *conn).await? {
-            out.push(
-                NodeRow {
-                    hash,
-                    l_hash,
-                    r_hash,
-                    leaf_key,
-                    value,
-                    sum,
-                }
-                .decode(ns)?,
-            );
-        }
+        out.extend(decode_rows(ns, q.fetch_all(&mut *conn).await?)?);
     }
     counters.read(out.len() as u64);
     Ok(out)

@@ -13,7 +13,7 @@ use crate::hash::{Hash, branch_hash};
 use crate::node::{Node, compacted_hash};
 use crate::store::NodeSource;
 use crate::sum;
-use crate::tree::items::Item;
+use crate::tree::items::{Item, nonempty_span};
 use crate::tree::plan::{Planner, Sub};
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it
@@ -170,14 +170,9 @@ pub(crate) fn build<'a, R: NodeSource>(
     level: usize,
     items: &[Item<'a>],
 ) -> Result<Sub<'a>, PlanError> {
-    let Some(first) = items.iter().position(|it| !it.leaf.is_empty()) else {
+    let Some(items) = nonempty_span(items) else {
         return Ok(Sub::Empty);
     };
-    let last = items
-        .iter()
-        .rposition(|it| !it.leaf.is_empty())
-        .unwrap_or(first);
-    let items = &items[first..=last];
     let head = items[0];
     let Some(split_level) = head.key.first_difference(&items[items.len() - 1].key) else {
         let hash = compacted_hash(level, &head.key, head.leaf);

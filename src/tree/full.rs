@@ -8,7 +8,7 @@ use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
 use crate::store::NodeSource;
 use crate::sum;
-use crate::tree::items::Item;
+use crate::tree::items::{Item, nonempty_span};
 use crate::tree::plan::{Planner, Sub};
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it
@@ -128,14 +128,9 @@ fn build<'a, R: NodeSource>(
     level: usize,
     items: &[Item<'a>],
 ) -> Result<Sub<'a>, PlanError> {
-    let Some(first) = items.iter().position(|it| !it.leaf.is_empty()) else {
+    let Some(items) = nonempty_span(items) else {
         return Ok(Sub::Empty);
     };
-    let last = items
-        .iter()
-        .rposition(|it| !it.leaf.is_empty())
-        .unwrap_or(first);
-    let items = &items[first..=last];
     let head = items[0];
     let (mut node, from) = match head.key.first_difference(&items[items.len() - 1].key) {
         None => (new_leaf(p, &head), MAX_LEVEL),

@@ -39,6 +39,14 @@ pub(crate) fn batch_sum(items: &[Item<'_>]) -> Result<u64, PlanError> {
     })
 }
 
+/// The run of `items` from the first to the last non-empty leaf (deletes
+/// outside it build nothing), or `None` when every item deletes.
+pub(crate) fn nonempty_span<'s, 'a>(items: &'s [Item<'a>]) -> Option<&'s [Item<'a>]> {
+    let first = items.iter().position(|it| !it.leaf.is_empty())?;
+    let last = items.iter().rposition(|it| !it.leaf.is_empty())?;
+    items.get(first..=last)
+}
+
 /// Keys sorted in tree order without duplicates.
 pub(crate) fn sorted_keys(keys: &[Key]) -> Vec<Key> {
     let mut out = keys.to_vec();
