@@ -155,7 +155,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 backoff(attempt).await;
                 continue;
             };
-            let update = plan::plan_items(L::KIND, &cache, root, &items)?;
+            let update = match plan::plan_items(L::KIND, &cache, root, &items) {
+                Err(e) if self.lost_race(&e, &root).await? => {
+                    backoff(attempt).await;
+                    continue;
+                }
+                other => other?,
+            };
             if update.is_noop() {
                 return Ok(root);
             }
@@ -216,11 +222,19 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         let sorted = items::sorted_keys(keys);
         match fetch::fetch_paths(&self.store, &root, &sorted, siblings).await {
             Ok(cache) => Ok(Some((root, cache))),
-            Err(TreeError::Plan(PlanError::MissingNode { .. })) if self.root().await? != root => {
-                Ok(None)
-            }
+            Err(TreeError::Plan(e)) if self.lost_race(&e, &root).await? => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// True when `err` is a node that went missing because another writer
+    /// committed after `root` was read (its nodes may be gone): the caller
+    /// retries from a fresh read. Reads are not one snapshot; nodes are
+    /// content-addressed, so a node that is found is always the right one,
+    /// and only a missing one can reveal the race: in the level reads, in
+    /// a path walk that stopped early, or in an off-path sibling.
+    async fn lost_race(&self, err: &PlanError, root: &ComputedNode) -> Res<bool, S> {
+        Ok(matches!(err, PlanError::MissingNode { .. }) && self.root().await? != *root)
     }
 
     async fn read_each<T>(
@@ -234,10 +248,10 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 backoff(attempt).await;
                 continue;
             };
-            return keys
-                .iter()
-                .map(|k| f(&cache, &root, k).map_err(TreeError::Plan))
-                .collect();
+            match keys.iter().map(|k| f(&cache, &root, k)).collect() {
+                Err(e) if self.lost_race(&e, &root).await? => backoff(attempt).await,
+                other => return other.map_err(TreeError::Plan),
+            }
         }
         Err(TreeError::Contention {
             attempts: self.max_attempts,
