@@ -1,0 +1,338 @@
+//! Criterion benches for the in-memory trees, comparable with taproot-assets'
+//! Go `mssmt` benches (see BENCHMARKS.md).
+//!
+//! Groups:
+//! * `floor`: one SHA-256 of a 72-byte preimage and one `branch_hash`, the
+//!   per-hash floor the insert numbers are divided by.
+//! * `insert_many` / `insert_loop`: N keys into an empty tree, and 1,000 fresh
+//!   keys into a 10,000-leaf tree, for both layouts. Every iteration gets a
+//!   fresh tree from an untimed setup; the tree is returned from the timed
+//!   routine so that dropping it is not timed either.
+//! * `read`: get / merkle_proof / verify on a 10,000-leaf tree, per operation,
+//!   and the batched `merkle_proofs` / `get_many` of 1,000 keys.
+//!
+//! Before the groups run, hash counts and store round trips are printed once
+//! (stderr), measured on this thread with `hash_calls()` and `stats()`.
+//!
+//! Run: `cargo bench --bench tree`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use ms_smt::hash::{Hash, branch_hash, hash_calls, sha256};
+use ms_smt::store::{MemoryStore, TreeStore};
+use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use tokio::runtime::Runtime;
+
+/// Leaves in the populated tree.
+const SEED_LEAVES: usize = 10_000;
+/// Fresh keys inserted into the populated tree.
+const FRESH: usize = 1_000;
+
+type Batch = Vec<(Key, Leaf)>;
+
+/// A single-threaded runtime: every hash runs on the bench thread, so the
+/// thread-local hash counter sees all of them.
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// `n` random leaves like Go's benches: random 32-byte keys, values of 1-255
+/// random bytes, sums in [1, 2^32).
+fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
+    (0..n)
+        .map(|_| {
+            let mut key = [0u8; 32];
+            rng.fill(&mut key);
+            let len = rng.gen_range(1..=255usize);
+            let mut value = vec![0u8; len];
+            rng.fill(&mut value[..]);
+            let sum = rng.gen_range(1..(1u64 << 32));
+            (Key(key), Leaf::new(value, sum))
+        })
+        .collect()
+}
+
+/// The fixed data set: 10,000 seed leaves and 1,000 fresh ones.
+struct Data {
+    seed: Batch,
+    fresh: Batch,
+}
+
+fn data() -> Data {
+    let mut rng = StdRng::seed_from_u64(0x6d73_736d_7400_0001);
+    let seed = random_batch(&mut rng, SEED_LEAVES);
+    let fresh = random_batch(&mut rng, FRESH);
+    Data { seed, fresh }
+}
+
+fn tree_with<L: Layout>(rt: &Runtime, batch: &Batch) -> Tree<MemoryStore, L> {
+    let tree = Tree::<MemoryStore, L>::new(MemoryStore::new());
+    if !batch.is_empty() {
+        rt.block_on(tree.insert_many(batch.clone()))
+            .expect("seed insert");
+    }
+    tree
+}
+
+/// Printed once per run, outside every timed loop.
+/// Set `MS_SMT_BENCH_SKIP_COUNTS` to skip it (e.g. under `perf record`).
+fn counts(_c: &mut Criterion) {
+    if std::env::var_os("MS_SMT_BENCH_SKIP_COUNTS").is_some() {
+        return;
+    }
+    let rt = runtime();
+    let d = data();
+
+    for (name, hashes) in [
+        ("compacted", hash_count::<ms_smt::Compacted>(&rt, &d.seed)),
+        ("full", hash_count::<ms_smt::Full>(&rt, &d.seed)),
+    ] {
+        let n = SEED_LEAVES as f64;
+        let model = n * (257.0 - n.log2());
+        eprintln!(
+            "[counts] {name} insert_many {SEED_LEAVES} -> empty: {hashes} hash calls \
+             (model N*(257-log2 N) = {model:.0}; Go 2,438,381)"
+        );
+    }
+
+    fn into10k<L: Layout>(rt: &Runtime, d: &Data) -> String {
+        let tree = tree_with::<L>(rt, &d.seed);
+        let before = tree.store().stats();
+        let h0 = hash_calls();
+        rt.block_on(tree.insert_many(d.fresh.clone()))
+            .expect("insert");
+        let hashes = hash_calls() - h0;
+        format!(
+            "{:?}, {hashes} hash calls",
+            tree.store().stats().since(&before)
+        )
+    }
+    fn proofs<L: Layout>(rt: &Runtime, d: &Data) -> String {
+        let tree = tree_with::<L>(rt, &d.seed);
+        let keys: Vec<Key> = d.seed.iter().take(FRESH).map(|(k, _)| *k).collect();
+        let before = tree.store().stats();
+        let got = rt.block_on(tree.merkle_proofs(&keys)).expect("proofs");
+        assert_eq!(got.len(), keys.len());
+        format!("{:?}", tree.store().stats().since(&before))
+    }
+    eprintln!(
+        "[counts] compacted insert_many {FRESH} into {SEED_LEAVES}: {}",
+        into10k::<ms_smt::Compacted>(&rt, &d)
+    );
+    eprintln!(
+        "[counts] full insert_many {FRESH} into {SEED_LEAVES}: {}",
+        into10k::<ms_smt::Full>(&rt, &d)
+    );
+    eprintln!(
+        "[counts] compacted merkle_proofs of {FRESH} keys on {SEED_LEAVES}: {}",
+        proofs::<ms_smt::Compacted>(&rt, &d)
+    );
+    eprintln!(
+        "[counts] full merkle_proofs of {FRESH} keys on {SEED_LEAVES}: {}",
+        proofs::<ms_smt::Full>(&rt, &d)
+    );
+}
+
+fn hash_count<L: Layout>(rt: &Runtime, batch: &Batch) -> u64 {
+    let tree = Tree::<MemoryStore, L>::new(MemoryStore::new());
+    let h0 = hash_calls();
+    rt.block_on(tree.insert_many(batch.clone()))
+        .expect("insert");
+    hash_calls() - h0
+}
+
+fn floor(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let mut pre = [0u8; 72];
+    for (i, b) in pre.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    g.bench_function("sha256_72B", |b| b.iter(|| sha256(black_box(&pre))));
+    let l = Hash([1; 32]);
+    let r = Hash([2; 32]);
+    g.bench_function("branch_hash", |b| {
+        b.iter(|| branch_hash(black_box(&l), black_box(&r), black_box(0x0102_0304)))
+    });
+    g.finish();
+}
+
+/// Sample size for an insert bench: criterion's minimum (10) for the slow
+/// cases (10,000 keys, and everything that rebuilds the 10,000-leaf tree).
+fn samples(case: &str, n: usize) -> usize {
+    if case == "into10k" || n >= 10_000 {
+        10
+    } else {
+        20
+    }
+}
+
+async fn insert_loop<L: Layout>(tree: &Tree<MemoryStore, L>, batch: Batch) -> ComputedNode {
+    let mut root = ComputedNode::empty_root();
+    for (k, l) in batch {
+        root = tree.insert(k, l).await.expect("insert");
+    }
+    root
+}
+
+fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &str) {
+    for kind in ["insert_many", "insert_loop"] {
+        let mut g = c.benchmark_group(kind);
+        g.sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+
+        for n in [100usize, 1_000, 10_000] {
+            g.sample_size(samples("empty", n));
+            let batch: Batch = d.seed[..n].to_vec();
+            g.bench_function(BenchmarkId::new(format!("{layout}/empty"), n), |b| {
+                b.iter_batched(
+                    || {
+                        (
+                            Tree::<MemoryStore, L>::new(MemoryStore::new()),
+                            batch.clone(),
+                        )
+                    },
+                    |(tree, batch)| {
+                        let root = if kind == "insert_many" {
+                            rt.block_on(tree.insert_many(batch)).expect("insert_many")
+                        } else {
+                            rt.block_on(insert_loop(&tree, batch))
+                        };
+                        (tree, root)
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+
+        // 1,000 fresh keys into a 10,000-leaf tree, rebuilt (untimed) for
+        // every iteration: MemoryStore clones share state, so a clone would
+        // not reset it.
+        g.sample_size(samples("into10k", FRESH));
+        g.measurement_time(Duration::from_secs(2));
+        g.bench_function(BenchmarkId::new(format!("{layout}/into10k"), FRESH), |b| {
+            b.iter_batched(
+                || (tree_with::<L>(rt, &d.seed), d.fresh.clone()),
+                |(tree, batch)| {
+                    let root = if kind == "insert_many" {
+                        rt.block_on(tree.insert_many(batch)).expect("insert_many")
+                    } else {
+                        rt.block_on(insert_loop(&tree, batch))
+                    };
+                    (tree, root)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        g.finish();
+    }
+}
+
+fn inserts(c: &mut Criterion) {
+    let rt = runtime();
+    let d = data();
+    bench_inserts::<ms_smt::Compacted>(c, &rt, &d, "compacted");
+    bench_inserts::<ms_smt::Full>(c, &rt, &d, "full");
+}
+
+/// The seed keys in a fixed random order: each op takes the next one.
+fn shuffled_keys(d: &Data) -> Vec<Key> {
+    let mut keys: Vec<Key> = d.seed.iter().map(|(k, _)| *k).collect();
+    keys.shuffle(&mut StdRng::seed_from_u64(7));
+    keys
+}
+
+fn bench_reads<L: Layout>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &Runtime,
+    d: &Data,
+    layout: &str,
+    tree: &Tree<MemoryStore, L>,
+) {
+    let keys = shuffled_keys(d);
+    let n = keys.len();
+
+    g.sample_size(100);
+    g.bench_function(format!("{layout}/10k/get"), |b| {
+        let mut i = 0usize;
+        b.to_async(rt).iter(|| {
+            let key = keys[i % n];
+            i += 1;
+            async move { tree.get(&key).await.expect("get") }
+        })
+    });
+    g.bench_function(format!("{layout}/10k/merkle_proof"), |b| {
+        let mut i = 0usize;
+        b.to_async(rt).iter(|| {
+            let key = keys[i % n];
+            i += 1;
+            async move { tree.merkle_proof(&key).await.expect("proof") }
+        })
+    });
+}
+
+fn reads(c: &mut Criterion) {
+    let rt = runtime();
+    let d = data();
+    let compacted: CompactedTree<MemoryStore> = tree_with(&rt, &d.seed);
+    let full: FullTree<MemoryStore> = tree_with(&rt, &d.seed);
+
+    let mut g = c.benchmark_group("read");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+
+    bench_reads(&mut g, &rt, &d, "compacted", &compacted);
+
+    // Verify with precomputed proofs, cycling through the keys.
+    let root = rt.block_on(compacted.root()).expect("root");
+    let leaves: Vec<(Key, Leaf)> = {
+        let keys = shuffled_keys(&d);
+        let by_key: std::collections::HashMap<Key, Leaf> = d.seed.iter().cloned().collect();
+        keys.iter().map(|k| (*k, by_key[k].clone())).collect()
+    };
+    let keys: Vec<Key> = leaves.iter().map(|(k, _)| *k).collect();
+    let proofs: Vec<Proof> = rt.block_on(compacted.merkle_proofs(&keys)).expect("proofs");
+    assert!(
+        proofs
+            .iter()
+            .zip(&leaves)
+            .all(|(p, (k, l))| p.verify(k, l, &root))
+    );
+    g.bench_function("compacted/10k/verify", |b| {
+        let mut i = 0usize;
+        b.iter(|| {
+            let j = i % leaves.len();
+            i += 1;
+            let (k, l) = &leaves[j];
+            proofs[j].verify(black_box(k), black_box(l), black_box(&root))
+        })
+    });
+
+    // One batched call for 1,000 keys.
+    let batch_keys: Vec<Key> = keys[..FRESH].to_vec();
+    g.sample_size(20);
+    g.bench_function("compacted/10k/merkle_proofs_1000", |b| {
+        b.to_async(&rt)
+            .iter(|| async { compacted.merkle_proofs(&batch_keys).await.expect("proofs") })
+    });
+    g.bench_function("compacted/10k/get_many_1000", |b| {
+        b.to_async(&rt)
+            .iter(|| async { compacted.get_many(&batch_keys).await.expect("get_many") })
+    });
+
+    bench_reads(&mut g, &rt, &d, "full", &full);
+    g.finish();
+}
+
+criterion_group!(benches, counts, floor, inserts, reads);
+criterion_main!(benches);
