@@ -206,7 +206,9 @@ async fn fetch_nodes(
 }
 
 /// Walks each start's key path server-side in one bounded recursive query
-/// (at most 256 steps, each a primary-key lookup). `get_bit` numbers bits
+/// (at most 256 steps, each a primary-key lookup). The final rows are read
+/// through a LATERAL join so that each is a primary-key lookup too, whatever
+/// the planner estimates for the recursive CTE. `get_bit` numbers bits
 /// least-significant first within each byte, the tree's own bit order.
 async fn fetch_key_paths(
     conn: &mut PgConnection,
@@ -233,9 +235,10 @@ async fn fetch_key_paths(
              FROM walk w JOIN ms_smt_nodes n ON n.namespace = $1 AND n.hash = w.hash \
              WHERE w.lvl < 256 AND n.l_hash IS NOT NULL \
          ) \
-         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum FROM ms_smt_nodes n \
-         WHERE n.namespace = $1 AND n.hash IN ( \
-             SELECT hash FROM walk UNION SELECT sib FROM walk WHERE $5 AND sib IS NOT NULL)",
+         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
+         FROM (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE $5 AND sib IS NOT NULL) AS w \
+         CROSS JOIN LATERAL ( \
+             SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash) AS n",
     )
     .bind(ns)
     .bind(hashes)
