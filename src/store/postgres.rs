@@ -243,6 +243,9 @@ async fn fetch_key_paths(
          CROSS JOIN LATERAL ( \
              SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash) AS n",
     )
+    // Unnamed statement: planned with the real arrays every time. A cached
+    // generic plan of this recursive query was seen to run for minutes.
+    .persistent(false)
     .bind(ns)
     .bind(hashes)
     .bind(levels)
