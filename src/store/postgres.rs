@@ -206,11 +206,14 @@ async fn fetch_nodes(
 }
 
 /// Walks each start's key path server-side in one bounded recursive query
-/// (at most 256 steps). Both the recursive step and the final read use
-/// LATERAL primary-key lookups, so the plan stays one index probe per row
-/// whatever the planner estimates for the arrays and the recursive CTE (as
-/// plain joins, prepared-statement plans cost milliseconds per call). `get_bit` numbers bits
-/// least-significant first within each byte, the tree's own bit order.
+/// (at most 256 steps). Both the recursive step and the final read are
+/// LATERAL primary-key lookups fenced with `OFFSET 0`: without the fence
+/// the planner flattens them into joins and, with a large estimate for the
+/// recursive work table, picks a hash join that scans the whole namespace
+/// on every step (minutes on a 2.4M-row full tree). With it, the plan is
+/// one index probe per walked row whatever the estimates. `get_bit`
+/// numbers bits least-significant first within each byte, the tree's own
+/// bit order.
 async fn fetch_key_paths(
     conn: &mut PgConnection,
     ns: &str,
@@ -235,17 +238,16 @@ async fn fetch_key_paths(
                     w.lvl + 1, w.key \
              FROM walk w CROSS JOIN LATERAL ( \
                  SELECT m.l_hash, m.r_hash FROM ms_smt_nodes m \
-                 WHERE m.namespace = $1 AND m.hash = w.hash AND m.l_hash IS NOT NULL) AS n \
+                 WHERE m.namespace = $1 AND m.hash = w.hash AND m.l_hash IS NOT NULL \
+                 OFFSET 0) AS n \
              WHERE w.lvl < 256 \
          ) \
          SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
          FROM (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE $5 AND sib IS NOT NULL) AS w \
          CROSS JOIN LATERAL ( \
-             SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash) AS n",
+             SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
+             OFFSET 0) AS n",
     )
-    // Unnamed statement: planned with the real arrays every time. A cached
-    // generic plan of this recursive query was seen to run for minutes.
-    .persistent(false)
     .bind(ns)
     .bind(hashes)
     .bind(levels)
