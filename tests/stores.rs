@@ -1370,6 +1370,97 @@ async fn overflow<S: TestStore>(base: S) {
 on_every_store!(overflow_and_big_sums => overflow);
 
 // ---------------------------------------------------------------------------
+// A batch that drops references the store does not hold is refused whole.
+// ---------------------------------------------------------------------------
+
+/// Commits `batch` directly (below the tree) and checks that it fails with
+/// the store's missing-reference error naming `culprit`, writing nothing.
+async fn refused<S: TestStore>(store: &S, what: &str, batch: UpdateBatch, culprit: Hash) {
+    let before = store.dump().await;
+    let err = match store.commit(&batch).await {
+        Ok(outcome) => panic!("{} {what}: commit accepted ({outcome:?})", S::KIND),
+        Err(err) => err.to_string(),
+    };
+    assert!(
+        err.contains(&culprit.to_string()) && err.contains("batch deletes node"),
+        "{} {what}: unexpected error {err}",
+        S::KIND
+    );
+    assert_eq!(
+        store.dump().await,
+        before,
+        "{} {what}: rows changed",
+        S::KIND
+    );
+}
+
+async fn bad_batches<S: TestStore>(base: S) {
+    let store = base.handle("bad-batches");
+    let tree: Tree<S, Compacted> = Tree::new(store.clone());
+    let root = tree
+        .insert_many(vec![
+            (hkey("bad-a", 0), leaf("a", 1)),
+            (hkey("bad-b", 0), leaf("b", 2)),
+        ])
+        .await
+        .expect("seed");
+    let stranger = sha256(b"a node nobody stored");
+    let fresh = Node::Branch {
+        left: sha256(b"left"),
+        right: sha256(b"right"),
+        sum: 3,
+    };
+    let fresh_hash = branch_hash(&sha256(b"left"), &sha256(b"right"), 3);
+    let moved = ComputedNode::new(fresh_hash, 3);
+
+    refused(
+        &store,
+        "delete of a node that is not stored",
+        UpdateBatch {
+            old_root: root,
+            new_root: moved,
+            inserts: vec![],
+            deletes: vec![stranger],
+        },
+        stranger,
+    )
+    .await;
+    // The root row holds one reference; dropping two is one too many.
+    refused(
+        &store,
+        "two references dropped from a row holding one",
+        UpdateBatch {
+            old_root: root,
+            new_root: moved,
+            inserts: vec![],
+            deletes: vec![root.hash, root.hash],
+        },
+        root.hash,
+    )
+    .await;
+    // Valid inserts and deletes in the same batch are not applied either.
+    refused(
+        &store,
+        "valid changes next to a missing delete",
+        UpdateBatch {
+            old_root: root,
+            new_root: moved,
+            inserts: vec![(fresh_hash, fresh)],
+            deletes: vec![root.hash, stranger],
+        },
+        stranger,
+    )
+    .await;
+    assert_eq!(tree.root().await.expect("root"), root);
+    assert_eq!(
+        tree.get(&hkey("bad-b", 0)).await.expect("get"),
+        leaf("b", 2)
+    );
+}
+
+on_every_store!(bad_batches_are_refused => bad_batches);
+
+// ---------------------------------------------------------------------------
 // 4. Namespaces
 // ---------------------------------------------------------------------------
 

@@ -1,17 +1,20 @@
 //! PostgreSQL store on sqlx: many namespaces per database, reference-counted
 //! rows, a constant number of statements per commit.
 //!
-//! * Reads: one `SELECT ... WHERE hash = ANY($2)` per descent level while
-//!   keys share nodes, then one bounded recursive query that walks every
-//!   single-key path to its end.
+//! * Reads: one array-bound query per descent level while keys share nodes,
+//!   then one bounded recursive query that walks every single-key path to
+//!   its end. Every read by hash is a fenced primary-key probe (see
+//!   [`fetch_nodes`]), so plans do not depend on statistics.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
-//!   root check, one `INSERT ... SELECT FROM UNNEST(...) ON CONFLICT`
-//!   adding every row's net reference delta, one `DELETE` for rows left with
-//!   none, one root write: six statements whatever the batch size.
+//!   root check, one `DELETE` of the rows the batch takes to zero
+//!   references, one `INSERT ... SELECT FROM UNNEST(...) ON CONFLICT` adding
+//!   every other row's net reference delta, one root write, plus `BEGIN` and
+//!   `COMMIT`: seven statements whatever the batch size.
 //! * Inside a caller's transaction ([`PostgresStore::in_transaction`]) the
 //!   same statements run under a savepoint; the advisory lock is held until
 //!   the caller's transaction ends.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -19,7 +22,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
 use super::sql::{
-    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, emptied_rows, fold, root_row,
+    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
@@ -214,8 +217,10 @@ async fn fetch_nodes(
 }
 
 /// Walks each start's key path server-side in one bounded recursive query
-/// (at most 256 steps). Both the recursive step and the final read are
-/// LATERAL primary-key lookups fenced with `OFFSET 0`: without the fence
+/// (at most 256 steps). Each step carries the whole row it read, so every
+/// walked node is read once (siblings, for proofs, are one more probe per
+/// branch). Every read is a LATERAL primary-key lookup fenced with
+/// `OFFSET 0`: without the fence
 /// the planner flattens them into joins and, with a large estimate for the
 /// recursive work table, picks a hash join that scans the whole namespace
 /// on every step (minutes on a 2.4M-row full tree). With it, the plan is
@@ -247,24 +252,29 @@ async fn fetch_key_paths(
     sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
     counters.round_trip(1);
     let rows = sqlx::query_as::<_, RowTuple>(
-        "WITH RECURSIVE walk(hash, sib, lvl, key) AS ( \
-             SELECT s.hash, NULL::bytea, s.lvl, s.key \
+        "WITH RECURSIVE walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, key) AS ( \
+             SELECT n.*, s.lvl, s.key \
              FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
+             CROSS JOIN LATERAL ( \
+                 SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
+                 WHERE m.namespace = $1 AND m.hash = s.hash OFFSET 0) AS n \
            UNION ALL \
-             SELECT CASE WHEN get_bit(w.key, w.lvl) = 1 THEN n.r_hash ELSE n.l_hash END, \
-                    CASE WHEN get_bit(w.key, w.lvl) = 1 THEN n.l_hash ELSE n.r_hash END, \
-                    w.lvl + 1, w.key \
+             SELECT n.*, w.lvl + 1, w.key \
              FROM walk w CROSS JOIN LATERAL ( \
-                 SELECT m.l_hash, m.r_hash FROM ms_smt_nodes m \
-                 WHERE m.namespace = $1 AND m.hash = w.hash AND m.l_hash IS NOT NULL \
+                 SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
+                 WHERE m.namespace = $1 \
+                   AND m.hash = CASE WHEN get_bit(w.key, w.lvl) = 1 THEN w.r_hash ELSE w.l_hash END \
                  OFFSET 0) AS n \
-             WHERE w.lvl < 256 \
+             WHERE w.l_hash IS NOT NULL AND w.lvl < 256 \
          ) \
-         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
-         FROM (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE $5 AND sib IS NOT NULL) AS w \
-         CROSS JOIN LATERAL ( \
-             SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
-             OFFSET 0) AS n",
+         SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM walk \
+         UNION ALL \
+         SELECT n.* FROM walk w CROSS JOIN LATERAL ( \
+             SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
+             WHERE m.namespace = $1 \
+               AND m.hash = CASE WHEN get_bit(w.key, w.lvl) = 1 THEN w.l_hash ELSE w.r_hash END \
+             OFFSET 0) AS n \
+         WHERE $5 AND w.l_hash IS NOT NULL AND w.lvl < 256",
     )
     .bind(ns)
     .bind(hashes)
@@ -323,51 +333,70 @@ async fn commit_on(
     Ok(CommitOutcome::Committed)
 }
 
-/// Applies the net changes in two statements: one upsert over arrays that
-/// adds each row's delta to its reference count (creating new rows), then
-/// one delete of the rows left with none (located by fenced primary-key
-/// probes, see [`fetch_nodes`], and deleted by row id).
+/// Applies the net changes in two statements, writing each row once:
+/// 1. one delete of the rows whose reference count the batch takes to zero
+///    (located by fenced primary-key probes, see [`fetch_nodes`], and
+///    deleted by row id), returning their hashes;
+/// 2. one upsert over arrays of every other row, adding its delta to the
+///    count (creating new rows). A row left with a count <= 0 means the
+///    batch dropped references the store does not hold: the upsert reports
+///    it and the transaction is abandoned.
+///
+/// The commit holds the namespace's advisory lock, so no other writer can
+/// change a count between the two statements.
 async fn apply_changes(
     conn: &mut PgConnection,
     ns: &str,
     changes: &Changes,
     counters: &Counters,
 ) -> Res<()> {
-    if changes.len() == 0 {
+    let dropping = changes.select(|i| changes.delta[i] < 0);
+    let mut deleted: HashSet<Vec<u8>> = HashSet::new();
+    if dropping.len() > 0 {
+        counters.round_trip(1);
+        let gone: Vec<(Vec<u8>,)> = sqlx::query_as(
+            "DELETE FROM ms_smt_nodes WHERE ctid = ANY(ARRAY( \
+                 SELECT n.ctid FROM UNNEST($2::bytea[], $3::int8[]) AS w(hash, delta) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT ctid, refs FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
+                     OFFSET 0) AS n \
+                 WHERE n.refs + w.delta = 0)) \
+             RETURNING hash",
+        )
+        .bind(ns)
+        .bind(&dropping.hash)
+        .bind(&dropping.delta)
+        .fetch_all(&mut *conn)
+        .await?;
+        deleted.extend(gone.into_iter().map(|(h,)| h));
+    }
+    let upserts = changes.select(|i| !deleted.contains(&changes.hash[i]));
+    if upserts.len() == 0 {
         return Ok(());
     }
     counters.round_trip(1);
-    let returned: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[]) \
-         ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
-         RETURNING hash, refs",
+    let bad: Option<(Vec<u8>,)> = sqlx::query_as(
+        "WITH up AS ( \
+             INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+             SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[]) \
+             ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
+             RETURNING hash, refs) \
+         SELECT hash FROM up WHERE refs <= 0 LIMIT 1",
     )
     .bind(ns)
-    .bind(&changes.hash)
-    .bind(&changes.l_hash)
-    .bind(&changes.r_hash)
-    .bind(&changes.leaf_key)
-    .bind(&changes.value)
-    .bind(&changes.sum)
-    .bind(&changes.delta)
-    .fetch_all(&mut *conn)
+    .bind(&upserts.hash)
+    .bind(&upserts.l_hash)
+    .bind(&upserts.r_hash)
+    .bind(&upserts.leaf_key)
+    .bind(&upserts.value)
+    .bind(&upserts.sum)
+    .bind(&upserts.delta)
+    .fetch_optional(&mut *conn)
     .await?;
-    let emptied = emptied_rows(ns, returned)?;
-    if !emptied.is_empty() {
-        counters.round_trip(1);
-        sqlx::query(
-            "DELETE FROM ms_smt_nodes WHERE ctid = ANY(ARRAY( \
-                 SELECT n.ctid FROM UNNEST($2::bytea[]) AS w(hash) CROSS JOIN LATERAL ( \
-                     SELECT ctid FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
-                     OFFSET 0) AS n))",
-        )
-        .bind(ns)
-        .bind(emptied)
-        .execute(&mut *conn)
-        .await?;
+    match bad {
+        Some((hash,)) => Err(missing_reference(ns, &hash)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 async fn delete_all_on(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<()> {

@@ -171,6 +171,30 @@ impl Changes {
     pub fn len(&self) -> usize {
         self.hash.len()
     }
+
+    /// The rows whose index satisfies `keep`, in the same order.
+    pub fn select(&self, keep: impl Fn(usize) -> bool) -> Changes {
+        let mut out = Changes::default();
+        for i in (0..self.len()).filter(|&i| keep(i)) {
+            out.hash.push(self.hash[i].clone());
+            out.l_hash.push(self.l_hash[i].clone());
+            out.r_hash.push(self.r_hash[i].clone());
+            out.leaf_key.push(self.leaf_key[i].clone());
+            out.value.push(self.value[i].clone());
+            out.sum.push(self.sum[i]);
+            out.delta.push(self.delta[i]);
+        }
+        out
+    }
+}
+
+/// The error for a batch that dropped a reference to a row that is not
+/// stored (or more references than it holds).
+pub(crate) fn missing_reference(ns: &str, hash: &[u8]) -> SqlStoreError {
+    SqlStoreError::MissingReference {
+        namespace: ns.to_owned(),
+        hash: Hash(hash.try_into().unwrap_or([0; 32])),
+    }
 }
 
 /// Folds `batch` to its net effect per node hash.
