@@ -10,6 +10,8 @@
 mod batch;
 mod counters;
 mod memory;
+#[cfg(feature = "sqlite")]
+mod packed;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -232,26 +232,6 @@ pub(crate) fn fold(batch: &UpdateBatch) -> Changes {
     out
 }
 
-/// Checks the `(hash, refs)` rows an upsert returned: a negative count means
-/// the batch dropped a reference to a row that did not exist. Returns the
-/// hashes left with no references (to delete).
-pub(crate) fn emptied_rows(
-    ns: &str,
-    returned: Vec<(Vec<u8>, i64)>,
-) -> Result<Vec<Vec<u8>>, SqlStoreError> {
-    if let Some((h, _)) = returned.iter().find(|(_, refs)| *refs < 0) {
-        return Err(SqlStoreError::MissingReference {
-            namespace: ns.to_owned(),
-            hash: Hash(h.as_slice().try_into().unwrap_or([0; 32])),
-        });
-    }
-    Ok(returned
-        .into_iter()
-        .filter(|(_, refs)| *refs == 0)
-        .map(|(h, _)| h)
-        .collect())
-}
-
 /// The root row's content: `None` for the empty tree (no row is kept).
 pub(crate) fn root_row(root: &ComputedNode) -> Option<(Vec<u8>, i64)> {
     (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)))

@@ -14,6 +14,7 @@
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -23,15 +24,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
+use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
-    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, emptied_rows, fold, root_row,
+    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
+use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
-
-/// SQLite's default bind limit is 32,766; keep a margin.
-const MAX_BINDS: usize = 32_000;
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
 /// `_sqlx_migrations`, which belongs to the host application).
@@ -214,17 +214,6 @@ pub struct SqliteTxStore<'c> {
     counters: Arc<Counters>,
 }
 
-fn placeholders(n: usize, group: &str) -> String {
-    let mut s = String::with_capacity(n * (group.len() + 1));
-    for i in 0..n {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(group);
-    }
-    s
-}
-
 async fn load_root(
     conn: &mut SqliteConnection,
     ns: &str,
@@ -239,6 +228,13 @@ async fn load_root(
     decode_root(ns, row)
 }
 
+/// Starts or hashes per packed read statement at most.
+const READ_CHUNK: usize = 16_384;
+
+/// Reads rows by hash. The hashes travel as ONE packed blob (see
+/// [`super::packed`]), so the statement is prepared once and cached
+/// instead of a fresh `IN (?, ?, ...)` of thousands of binds parsed on
+/// every level of every descent.
 async fn fetch_nodes(
     conn: &mut SqliteConnection,
     ns: &str,
@@ -246,28 +242,33 @@ async fn fetch_nodes(
     counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
     let mut out = Vec::with_capacity(hashes.len());
-    for chunk in hashes.chunks(MAX_BINDS) {
-        let sql = format!(
-            "SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
-             WHERE namespace = ? AND hash IN ({})",
-            placeholders(chunk.len(), "?")
-        );
-        let mut q = sqlx::query_as::<_, RowTuple>(&sql)
-            .persistent(false)
-            .bind(ns);
-        for h in chunk {
-            q = q.bind(h.0.as_slice());
-        }
+    let sql = format!(
+        "WITH RECURSIVE {INDEX_CTE} \
+         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
+         FROM idx JOIN ms_smt_nodes n \
+           ON n.namespace = ?1 AND n.hash = substr(?3, idx.i * 32 + 1, 32)"
+    );
+    for chunk in hashes.chunks(READ_CHUNK) {
+        let packed: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
         counters.round_trip(1);
-        out.extend(decode_rows(ns, q.fetch_all(&mut *conn).await?)?);
+        let rows = sqlx::query_as::<_, RowTuple>(&sql)
+            .bind(ns)
+            .bind(count(chunk.len()))
+            .bind(packed)
+            .fetch_all(&mut *conn)
+            .await?;
+        out.extend(decode_rows(ns, rows)?);
     }
     counters.read(out.len() as u64);
     Ok(out)
 }
 
-/// Walks each start's key path in one bounded recursive query per chunk
-/// (at most 256 steps, each a primary-key lookup). SQLite has no bit
-/// functions on blobs, so each key travels as a 256-character '0'/'1' text.
+/// Walks each start's key path in one bounded recursive query (at most 256
+/// steps, each a primary-key lookup that carries the row it read, so each
+/// walked node is read once; siblings are one more lookup per branch).
+/// The starts travel packed like [`fetch_nodes`]' hashes: one blob of
+/// 32-byte hashes, one of 3-digit levels, one of 256 bytes per key holding
+/// each bit as 0 or 1 (SQLite has no bit functions on blobs).
 async fn fetch_key_paths(
     conn: &mut SqliteConnection,
     ns: &str,
@@ -276,40 +277,48 @@ async fn fetch_key_paths(
     counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
     let mut out = Vec::new();
-    for chunk in starts.chunks((MAX_BINDS - 2) / 3) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| format!("(?{}, ?{}, ?{})", 3 + 3 * i, 4 + 3 * i, 5 + 3 * i))
-            .collect();
-        let sql = format!(
-            "WITH RECURSIVE starts(hash, lvl, bits) AS (VALUES {}), \
-             walk(hash, sib, lvl, bits) AS ( \
-                 SELECT hash, NULL, lvl, bits FROM starts \
-               UNION ALL \
-                 SELECT CASE WHEN substr(w.bits, w.lvl + 1, 1) = '1' THEN n.r_hash ELSE n.l_hash END, \
-                        CASE WHEN substr(w.bits, w.lvl + 1, 1) = '1' THEN n.l_hash ELSE n.r_hash END, \
-                        w.lvl + 1, w.bits \
-                 FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = w.hash \
-                 WHERE w.lvl < 256 AND n.l_hash IS NOT NULL \
-             ) \
-             SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM ms_smt_nodes \
-             WHERE namespace = ?1 AND hash IN (SELECT hash FROM walk UNION SELECT sib FROM walk WHERE ?2 AND sib IS NOT NULL)",
-            values.join(",")
-        );
-        let mut q = sqlx::query_as::<_, RowTuple>(&sql)
-            .persistent(false)
-            .bind(ns)
-            .bind(siblings);
+    let sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         starts(hash, lvl, bits) AS ( \
+             SELECT substr(?3, i * 32 + 1, 32), CAST(substr(?4, i * 3 + 1, 3) AS INTEGER), \
+                    substr(?5, i * 256 + 1, 256) \
+             FROM idx), \
+         walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, bits) AS ( \
+             SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum, s.lvl, s.bits \
+             FROM starts s JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = s.hash \
+           UNION ALL \
+             SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum, w.lvl + 1, w.bits \
+             FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = \
+                 CASE WHEN substr(w.bits, w.lvl + 1, 1) = x'01' THEN w.r_hash ELSE w.l_hash END \
+             WHERE w.l_hash IS NOT NULL AND w.lvl < 256 \
+         ) \
+         SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM walk \
+         UNION ALL \
+         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
+         FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = \
+             CASE WHEN substr(w.bits, w.lvl + 1, 1) = x'01' THEN w.l_hash ELSE w.r_hash END \
+         WHERE ?6 AND w.l_hash IS NOT NULL AND w.lvl < 256"
+    );
+    for chunk in starts.chunks(READ_CHUNK) {
+        let mut hashes = Vec::with_capacity(chunk.len() * 32);
+        let mut levels = Vec::with_capacity(chunk.len() * 3);
+        let mut bits = Vec::with_capacity(chunk.len() * MAX_LEVEL);
         for start in chunk {
-            let bits: String = (0..crate::key::MAX_LEVEL)
-                .map(|d| if start.key.bit(d) { '1' } else { '0' })
-                .collect();
-            q = q
-                .bind(start.hash.0.as_slice())
-                .bind(i64::try_from(start.level).unwrap_or(i64::MAX))
-                .bind(bits);
+            hashes.extend_from_slice(&start.hash.0);
+            levels.extend_from_slice(format!("{:03}", start.level.min(MAX_LEVEL)).as_bytes());
+            bits.extend((0..MAX_LEVEL).map(|d| u8::from(start.key.bit(d))));
         }
         counters.round_trip(1);
-        out.extend(decode_rows(ns, q.fetch_all(&mut *conn).await?)?);
+        let rows = sqlx::query_as::<_, RowTuple>(&sql)
+            .bind(ns)
+            .bind(count(chunk.len()))
+            .bind(hashes)
+            .bind(levels)
+            .bind(bits)
+            .bind(siblings)
+            .fetch_all(&mut *conn)
+            .await?;
+        out.extend(decode_rows(ns, rows)?);
     }
     counters.read(out.len() as u64);
     Ok(out)
@@ -353,54 +362,107 @@ async fn commit_on(
     Ok(CommitOutcome::Committed)
 }
 
-/// Applies the net changes: chunked multi-row upserts that add each row's
-/// delta to its reference count (creating new rows), then one delete of the
-/// rows left with none. Upserts iterate the VALUES rows and look each up by
-/// primary key, which an `UPDATE ... FROM (VALUES ...)` join does not
-/// guarantee on SQLite.
+/// Applies the net changes, writing each row once, in packed statements
+/// (see [`super::packed`]; one of each unless the batch exceeds a chunk):
+/// 1. a delete of the rows whose reference count the batch takes to zero,
+///    returning their hashes;
+/// 2. an upsert of every other row, adding its delta to the count
+///    (creating new rows);
+/// 3. when rows lost references without being deleted, a check that none
+///    was left with a count <= 0: that means the batch dropped references
+///    the store does not hold, and the transaction is abandoned.
+///
+/// The commit holds SQLite's write lock, so no other writer can change a
+/// count in between.
 async fn apply_changes(
     conn: &mut SqliteConnection,
     ns: &str,
     changes: &Changes,
     counters: &Counters,
 ) -> Res<()> {
-    const COLS: usize = 8;
-    let rows = MAX_BINDS / COLS;
-    let mut emptied: Vec<Vec<u8>> = Vec::new();
-    for start in (0..changes.len()).step_by(rows) {
-        let end = (start + rows).min(changes.len());
-        let sql = format!(
-            "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-             VALUES {} ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs \
-             RETURNING hash, refs",
-            placeholders(end - start, "(?,?,?,?,?,?,?,?)")
-        );
-        let mut q = sqlx::query_as::<_, (Vec<u8>, i64)>(&sql).persistent(false);
-        for i in start..end {
-            q = q
-                .bind(ns)
-                .bind(changes.hash[i].as_slice())
-                .bind(changes.l_hash[i].as_deref())
-                .bind(changes.r_hash[i].as_deref())
-                .bind(changes.leaf_key[i].as_deref())
-                .bind(changes.value[i].as_deref())
-                .bind(changes.sum[i])
-                .bind(changes.delta[i]);
-        }
+    let dropping: Vec<usize> = (0..changes.len())
+        .filter(|&i| changes.delta[i] < 0)
+        .collect();
+    let mut deleted: HashSet<Vec<u8>> = HashSet::new();
+    let delete_sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         d(hash, delta) AS ( \
+             SELECT substr(?3, i * 32 + 1, 32), CAST(substr(?4, i * 20 + 1, 20) AS INTEGER) \
+             FROM idx) \
+         DELETE FROM ms_smt_nodes WHERE namespace = ?1 AND hash IN ( \
+             SELECT n.hash FROM d JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = d.hash \
+             WHERE n.refs + d.delta = 0) \
+         RETURNING hash"
+    );
+    for chunk in PackedRows::chunks(changes, dropping.iter().copied()) {
         counters.round_trip(1);
-        emptied.extend(emptied_rows(ns, q.fetch_all(&mut *conn).await?)?);
+        let gone: Vec<(Vec<u8>,)> = sqlx::query_as(&delete_sql)
+            .bind(ns)
+            .bind(count(chunk.len))
+            .bind(chunk.hash)
+            .bind(chunk.delta)
+            .fetch_all(&mut *conn)
+            .await?;
+        deleted.extend(gone.into_iter().map(|(h,)| h));
     }
-    for chunk in emptied.chunks(MAX_BINDS - 1) {
-        let sql = format!(
-            "DELETE FROM ms_smt_nodes WHERE namespace = ? AND hash IN ({})",
-            placeholders(chunk.len(), "?")
-        );
-        let mut q = sqlx::query(&sql).persistent(false).bind(ns);
-        for h in chunk {
-            q = q.bind(h.as_slice());
-        }
+
+    let upsert_sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         r(i, k) AS (SELECT i, substr(?4, i + 1, 1) FROM idx) \
+         INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+         SELECT ?1, substr(?3, i * 32 + 1, 32), \
+                CASE WHEN k = x'42' THEN substr(?5, i * 32 + 1, 32) END, \
+                CASE WHEN k = x'42' THEN substr(?6, i * 32 + 1, 32) END, \
+                CASE WHEN k = x'43' THEN substr(?7, i * 32 + 1, 32) END, \
+                CASE WHEN k IN (x'4c', x'43') THEN substr(?8, \
+                    CAST(substr(?9, i * 20 + 1, 20) AS INTEGER) + 1, \
+                    CAST(substr(?10, i * 20 + 1, 20) AS INTEGER)) END, \
+                CAST(substr(?11, i * 20 + 1, 20) AS INTEGER), \
+                CAST(substr(?12, i * 20 + 1, 20) AS INTEGER) \
+         FROM r WHERE true \
+         ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs"
+    );
+    let upserts = (0..changes.len()).filter(|&i| !deleted.contains(&changes.hash[i]));
+    for chunk in PackedRows::chunks(changes, upserts) {
         counters.round_trip(1);
-        q.execute(&mut *conn).await?;
+        sqlx::query(&upsert_sql)
+            .bind(ns)
+            .bind(count(chunk.len))
+            .bind(chunk.hash)
+            .bind(chunk.kind)
+            .bind(chunk.l_hash)
+            .bind(chunk.r_hash)
+            .bind(chunk.leaf_key)
+            .bind(chunk.value)
+            .bind(chunk.value_at)
+            .bind(chunk.value_len)
+            .bind(chunk.sum)
+            .bind(chunk.delta)
+            .execute(&mut *conn)
+            .await?;
+    }
+
+    let check_sql = format!(
+        "WITH RECURSIVE {INDEX_CTE} \
+         SELECT n.hash FROM idx JOIN ms_smt_nodes n \
+           ON n.namespace = ?1 AND n.hash = substr(?3, idx.i * 32 + 1, 32) \
+         WHERE n.refs <= 0 LIMIT 1"
+    );
+    let survivors = dropping
+        .iter()
+        .copied()
+        .filter(|&i| !deleted.contains(&changes.hash[i]));
+    for chunk in PackedRows::chunks(changes, survivors) {
+        counters.round_trip(1);
+        let bad: Option<(Vec<u8>,)> = sqlx::query_as(&check_sql)
+            .bind(ns)
+            .bind(count(chunk.len))
+            .bind(chunk.hash)
+            .fetch_optional(&mut *conn)
+            .await?;
+        if let Some((hash,)) = bad {
+            return Err(missing_reference(ns, &hash));
+        }
     }
     Ok(())
 }
