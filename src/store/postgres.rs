@@ -7,9 +7,11 @@
 //!   [`fetch_nodes`]), so plans do not depend on statistics.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
 //!   root check, one `DELETE` of the rows the batch takes to zero
-//!   references, one `INSERT ... SELECT FROM UNNEST(...) ON CONFLICT` adding
-//!   every other row's net reference delta, one root write, plus `BEGIN` and
-//!   `COMMIT`: seven statements whatever the batch size.
+//!   references, one `INSERT ... SELECT FROM UNNEST(...)` of the new rows
+//!   (under a savepoint; an `ON CONFLICT` upsert when some already exist),
+//!   one upsert for rows that lose references but survive, one root write:
+//!   at most eleven statements with `BEGIN` and `COMMIT`, whatever the
+//!   batch size.
 //! * Inside a caller's transaction ([`PostgresStore::in_transaction`]) the
 //!   same statements run under a savepoint; the advisory lock is held until
 //!   the caller's transaction ends.
@@ -333,17 +335,19 @@ async fn commit_on(
     Ok(CommitOutcome::Committed)
 }
 
-/// Applies the net changes in two statements, writing each row once:
+/// Applies the net changes, writing each row once, in a constant number of
+/// array-bound statements:
 /// 1. one delete of the rows whose reference count the batch takes to zero
 ///    (located by fenced primary-key probes, see [`fetch_nodes`], and
 ///    deleted by row id), returning their hashes;
-/// 2. one upsert over arrays of every other row, adding its delta to the
-///    count (creating new rows). A row left with a count <= 0 means the
-///    batch dropped references the store does not hold: the upsert reports
-///    it and the transaction is abandoned.
+/// 2. the rows gaining references: a plain insert under a savepoint
+///    ([`insert_new_rows`]), or an upsert when some already exist;
+/// 3. the rows losing references without reaching zero: an upsert that
+///    reports any count left at zero or below (a reference the store does
+///    not hold), which abandons the transaction.
 ///
 /// The commit holds the namespace's advisory lock, so no other writer can
-/// change a count between the two statements.
+/// change a count in between.
 async fn apply_changes(
     conn: &mut PgConnection,
     ns: &str,
@@ -370,10 +374,70 @@ async fn apply_changes(
         .await?;
         deleted.extend(gone.into_iter().map(|(h,)| h));
     }
-    let upserts = changes.select(|i| !deleted.contains(&changes.hash[i]));
-    if upserts.len() == 0 {
-        return Ok(());
+    let adding = changes.select(|i| changes.delta[i] > 0);
+    // Full trees share nodes all the time (equal leaves anywhere are one
+    // row), so a plain insert would mostly fail; their batches carry plain
+    // leaf rows (compacted trees store compacted leaves instead) and go
+    // straight to the upsert.
+    let shares_often =
+        (0..adding.len()).any(|i| adding.leaf_key[i].is_none() && adding.value[i].is_some());
+    if adding.len() > 0 && (shares_often || !insert_new_rows(conn, &adding, ns, counters).await?) {
+        upsert(conn, ns, &adding, counters).await?;
     }
+    let surviving = changes.select(|i| changes.delta[i] < 0 && !deleted.contains(&changes.hash[i]));
+    if surviving.len() > 0 {
+        upsert(conn, ns, &surviving, counters).await?;
+    }
+    Ok(())
+}
+
+/// Inserts `rows` as new rows with a plain `INSERT` under a savepoint: the
+/// common case (fresh nodes) then skips `ON CONFLICT`'s speculative
+/// insertion, which costs about as much again per row. Returns false, with
+/// the savepoint rolled back, when some row already exists (identical
+/// subtrees elsewhere in the tree); the caller then upserts instead (and
+/// the server logs the unique violation, one line per such commit).
+async fn insert_new_rows(
+    conn: &mut PgConnection,
+    rows: &Changes,
+    ns: &str,
+    counters: &Counters,
+) -> Res<bool> {
+    counters.round_trip(1);
+    let mut savepoint = conn.begin().await?;
+    counters.round_trip(1);
+    let inserted = sqlx::query(
+        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[])",
+    )
+    .bind(ns)
+    .bind(&rows.hash)
+    .bind(&rows.l_hash)
+    .bind(&rows.r_hash)
+    .bind(&rows.leaf_key)
+    .bind(&rows.value)
+    .bind(&rows.sum)
+    .bind(&rows.delta)
+    .execute(&mut *savepoint)
+    .await;
+    counters.round_trip(1);
+    match inserted {
+        Ok(_) => {
+            savepoint.commit().await?;
+            Ok(true)
+        }
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            savepoint.rollback().await?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Adds each row's delta to its reference count, creating missing rows.
+/// A count left at zero or below means the batch dropped references the
+/// store does not hold: the error abandons the transaction.
+async fn upsert(conn: &mut PgConnection, ns: &str, rows: &Changes, counters: &Counters) -> Res<()> {
     counters.round_trip(1);
     let bad: Option<(Vec<u8>,)> = sqlx::query_as(
         "WITH up AS ( \
@@ -384,13 +448,13 @@ async fn apply_changes(
          SELECT hash FROM up WHERE refs <= 0 LIMIT 1",
     )
     .bind(ns)
-    .bind(&upserts.hash)
-    .bind(&upserts.l_hash)
-    .bind(&upserts.r_hash)
-    .bind(&upserts.leaf_key)
-    .bind(&upserts.value)
-    .bind(&upserts.sum)
-    .bind(&upserts.delta)
+    .bind(&rows.hash)
+    .bind(&rows.l_hash)
+    .bind(&rows.r_hash)
+    .bind(&rows.leaf_key)
+    .bind(&rows.value)
+    .bind(&rows.sum)
+    .bind(&rows.delta)
     .fetch_optional(&mut *conn)
     .await?;
     match bad {
