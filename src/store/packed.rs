@@ -83,11 +83,11 @@ pub(crate) struct PackedRows {
 impl PackedRows {
     /// Packs the rows of `changes` at `rows`, in order, into as few chunks
     /// as the size limits allow.
-    pub fn chunks(changes: &Changes, rows: impl IntoIterator<Item = usize>) -> Vec<PackedRows> {
+    pub fn chunks(changes: &Changes<'_>, rows: impl IntoIterator<Item = usize>) -> Vec<PackedRows> {
         let mut out: Vec<PackedRows> = Vec::new();
         let mut cur = PackedRows::default();
         for i in rows {
-            let value = changes.value[i].as_deref().unwrap_or_default();
+            let value = changes.value[i].unwrap_or_default();
             if cur.len == MAX_ROWS
                 || (cur.len > 0 && cur.value.len().saturating_add(value.len()) > MAX_VALUE_BYTES)
             {
@@ -101,24 +101,22 @@ impl PackedRows {
         out
     }
 
-    fn push(&mut self, changes: &Changes, i: usize) {
+    fn push(&mut self, changes: &Changes<'_>, i: usize) {
         const ZERO: [u8; 32] = [0; 32];
-        let field = |f: &Option<Vec<u8>>| -> [u8; 32] {
-            f.as_deref().and_then(|b| b.try_into().ok()).unwrap_or(ZERO)
-        };
-        let kind = match (&changes.l_hash[i], &changes.leaf_key[i], &changes.value[i]) {
+        let field =
+            |f: Option<&[u8]>| -> [u8; 32] { f.and_then(|b| b.try_into().ok()).unwrap_or(ZERO) };
+        let kind = match (changes.l_hash[i], changes.leaf_key[i], changes.value[i]) {
             (Some(_), _, _) => KIND_BRANCH,
             (None, Some(_), _) => KIND_COMPACTED,
             (None, None, Some(_)) => KIND_LEAF,
             (None, None, None) => KIND_COUNT_ONLY,
         };
-        let value = changes.value[i].as_deref().unwrap_or_default();
-        self.hash.extend_from_slice(&changes.hash[i]);
+        let value = changes.value[i].unwrap_or_default();
+        self.hash.extend_from_slice(changes.hash[i]);
         self.kind.push(kind);
-        self.l_hash.extend_from_slice(&field(&changes.l_hash[i]));
-        self.r_hash.extend_from_slice(&field(&changes.r_hash[i]));
-        self.leaf_key
-            .extend_from_slice(&field(&changes.leaf_key[i]));
+        self.l_hash.extend_from_slice(&field(changes.l_hash[i]));
+        self.r_hash.extend_from_slice(&field(changes.r_hash[i]));
+        self.leaf_key.extend_from_slice(&field(changes.leaf_key[i]));
         push_int(&mut self.value_at, count(self.value.len()));
         push_int(&mut self.value_len, count(value.len()));
         self.value.extend_from_slice(value);

@@ -24,7 +24,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
 use super::sql::{
-    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
+    Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
@@ -203,7 +203,7 @@ async fn fetch_nodes(
 ) -> Res<Vec<(Hash, Node)>> {
     let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
     counters.round_trip(1);
-    let rows = sqlx::query_as::<_, RowTuple>(
+    let rows = sqlx::query(
         "SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
          FROM UNNEST($2::bytea[]) AS w(hash) CROSS JOIN LATERAL ( \
              SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
@@ -213,7 +213,7 @@ async fn fetch_nodes(
     .bind(keys)
     .fetch_all(&mut *conn)
     .await?;
-    let out = decode_rows(ns, rows)?;
+    let out = decode_rows(ns, &rows)?;
     counters.read(out.len() as u64);
     Ok(out)
 }
@@ -253,7 +253,7 @@ async fn fetch_key_paths(
     counters.round_trip(1);
     sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
     counters.round_trip(1);
-    let rows = sqlx::query_as::<_, RowTuple>(
+    let rows = sqlx::query(
         "WITH RECURSIVE walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, key) AS ( \
              SELECT n.*, s.lvl, s.key \
              FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
@@ -287,7 +287,7 @@ async fn fetch_key_paths(
     .await?;
     counters.round_trip(1);
     tx.rollback().await?;
-    let out = decode_rows(ns, rows)?;
+    let out = decode_rows(ns, &rows)?;
     counters.read(out.len() as u64);
     Ok(out)
 }
@@ -309,7 +309,8 @@ async fn commit_on(
     if current != batch.old_root {
         return Ok(CommitOutcome::RootMoved { current });
     }
-    let changes = fold(batch);
+    let net = batch.net_changes();
+    let changes = fold(&net);
     apply_changes(conn, ns, &changes, counters).await?;
     counters.round_trip(1);
     match root_row(&batch.new_root) {
@@ -351,11 +352,11 @@ async fn commit_on(
 async fn apply_changes(
     conn: &mut PgConnection,
     ns: &str,
-    changes: &Changes,
+    changes: &Changes<'_>,
     counters: &Counters,
 ) -> Res<()> {
     let dropping = changes.select(|i| changes.delta[i] < 0);
-    let mut deleted: HashSet<Vec<u8>> = HashSet::new();
+    let mut deleted: HashSet<Vec<u8>, foldhash::fast::RandomState> = HashSet::default();
     if dropping.len() > 0 {
         counters.round_trip(1);
         let gone: Vec<(Vec<u8>,)> = sqlx::query_as(
@@ -384,7 +385,7 @@ async fn apply_changes(
     if adding.len() > 0 && (shares_often || !insert_new_rows(conn, &adding, ns, counters).await?) {
         upsert(conn, ns, &adding, counters).await?;
     }
-    let surviving = changes.select(|i| changes.delta[i] < 0 && !deleted.contains(&changes.hash[i]));
+    let surviving = changes.select(|i| changes.delta[i] < 0 && !deleted.contains(changes.hash[i]));
     if surviving.len() > 0 {
         upsert(conn, ns, &surviving, counters).await?;
     }
@@ -399,7 +400,7 @@ async fn apply_changes(
 /// the server logs the unique violation, one line per such commit).
 async fn insert_new_rows(
     conn: &mut PgConnection,
-    rows: &Changes,
+    rows: &Changes<'_>,
     ns: &str,
     counters: &Counters,
 ) -> Res<bool> {
@@ -437,7 +438,12 @@ async fn insert_new_rows(
 /// Adds each row's delta to its reference count, creating missing rows.
 /// A count left at zero or below means the batch dropped references the
 /// store does not hold: the error abandons the transaction.
-async fn upsert(conn: &mut PgConnection, ns: &str, rows: &Changes, counters: &Counters) -> Res<()> {
+async fn upsert(
+    conn: &mut PgConnection,
+    ns: &str,
+    rows: &Changes<'_>,
+    counters: &Counters,
+) -> Res<()> {
     counters.round_trip(1);
     let bad: Option<(Vec<u8>,)> = sqlx::query_as(
         "WITH up AS ( \

@@ -5,7 +5,7 @@ use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
-use crate::store::UpdateBatch;
+use crate::store::NetChange;
 
 /// Errors of the SQLite and Postgres stores.
 #[derive(Debug, thiserror::Error)]
@@ -67,83 +67,79 @@ fn bytes32(
     })
 }
 
-/// The columns of a node row in SELECT order: hash, l_hash, r_hash,
-/// leaf_key, value, sum.
-pub(crate) type RowTuple = (
-    Vec<u8>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    i64,
-);
-
-/// Decodes fetched rows into nodes.
-pub(crate) fn decode_rows(
-    ns: &str,
-    rows: Vec<RowTuple>,
-) -> Result<Vec<(Hash, Node)>, SqlStoreError> {
-    rows.into_iter()
-        .map(|(hash, l_hash, r_hash, leaf_key, value, sum)| {
+/// Decodes fetched node rows (columns in SELECT order: hash, l_hash,
+/// r_hash, leaf_key, value, sum), reading the blobs in place from the
+/// driver's row buffers instead of copying each column into its own
+/// `Vec` first.
+pub(crate) fn decode_rows<R>(ns: &str, rows: &[R]) -> Result<Vec<(Hash, Node)>, SqlStoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> &'r [u8]: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    rows.iter()
+        .map(|row| {
             NodeRow {
-                hash,
-                l_hash,
-                r_hash,
-                leaf_key,
-                value,
-                sum,
+                hash: row.try_get(0)?,
+                l_hash: row.try_get(1)?,
+                r_hash: row.try_get(2)?,
+                leaf_key: row.try_get(3)?,
+                value: row.try_get(4)?,
+                sum: row.try_get(5)?,
             }
             .decode(ns)
         })
         .collect()
 }
 
-/// One node row as read from SQL.
-pub(crate) struct NodeRow {
-    pub hash: Vec<u8>,
-    pub l_hash: Option<Vec<u8>>,
-    pub r_hash: Option<Vec<u8>>,
-    pub leaf_key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub sum: i64,
+/// One node row as read from SQL, borrowing the driver's buffers.
+struct NodeRow<'r> {
+    hash: &'r [u8],
+    l_hash: Option<&'r [u8]>,
+    r_hash: Option<&'r [u8]>,
+    leaf_key: Option<&'r [u8]>,
+    value: Option<&'r [u8]>,
+    sum: i64,
 }
 
-impl NodeRow {
+impl NodeRow<'_> {
     /// Decodes the row: both child hashes make a branch, a key makes a
     /// compacted leaf, neither makes a plain leaf.
-    pub fn decode(self, namespace: &str) -> Result<(Hash, Node), SqlStoreError> {
+    fn decode(self, namespace: &str) -> Result<(Hash, Node), SqlStoreError> {
         let hash = Hash(bytes32(
             namespace,
-            &self.hash,
-            &self.hash,
+            self.hash,
+            self.hash,
             "hash is not 32 bytes",
         )?);
         let sum = sum_from_sql(self.sum);
+        let value = || self.value.unwrap_or_default().to_vec();
         let node = match (self.l_hash, self.r_hash, self.leaf_key) {
             (Some(l), Some(r), None) => Node::Branch {
                 left: Hash(bytes32(
                     namespace,
-                    &self.hash,
-                    &l,
+                    self.hash,
+                    l,
                     "left hash is not 32 bytes",
                 )?),
                 right: Hash(bytes32(
                     namespace,
-                    &self.hash,
-                    &r,
+                    self.hash,
+                    r,
                     "right hash is not 32 bytes",
                 )?),
                 sum,
             },
             (None, None, Some(key)) => Node::Compacted {
-                key: Key(bytes32(namespace, &self.hash, &key, "key is not 32 bytes")?),
-                leaf: Leaf::new(self.value.unwrap_or_default(), sum),
+                key: Key(bytes32(namespace, self.hash, key, "key is not 32 bytes")?),
+                leaf: Leaf::new(value(), sum),
             },
-            (None, None, None) => Node::Leaf(Leaf::new(self.value.unwrap_or_default(), sum)),
+            (None, None, None) => Node::Leaf(Leaf::new(value(), sum)),
             _ => {
                 return Err(SqlStoreError::CorruptRow {
                     namespace: namespace.to_owned(),
-                    hash: hex::encode(&self.hash),
+                    hash: hex::encode(self.hash),
                     what: "row mixes branch and leaf columns",
                 });
             }
@@ -153,34 +149,34 @@ impl NodeRow {
 }
 
 /// A batch's net change per node row, as parallel columns (for array binds
-/// and multi-row VALUES alike). Rows losing references carry no content:
-/// they must already exist, and an upsert that would create one shows up
-/// as a negative reference count and aborts the commit.
+/// and packed blobs alike), borrowing the batch's bytes. Rows losing
+/// references carry no content: they must already exist, and an upsert
+/// that would create one shows up as a count <= 0 and aborts the commit.
 #[derive(Default)]
-pub(crate) struct Changes {
-    pub hash: Vec<Vec<u8>>,
-    pub l_hash: Vec<Option<Vec<u8>>>,
-    pub r_hash: Vec<Option<Vec<u8>>>,
-    pub leaf_key: Vec<Option<Vec<u8>>>,
-    pub value: Vec<Option<Vec<u8>>>,
+pub(crate) struct Changes<'a> {
+    pub hash: Vec<&'a [u8]>,
+    pub l_hash: Vec<Option<&'a [u8]>>,
+    pub r_hash: Vec<Option<&'a [u8]>>,
+    pub leaf_key: Vec<Option<&'a [u8]>>,
+    pub value: Vec<Option<&'a [u8]>>,
     pub sum: Vec<i64>,
     pub delta: Vec<i64>,
 }
 
-impl Changes {
+impl<'a> Changes<'a> {
     pub fn len(&self) -> usize {
         self.hash.len()
     }
 
     /// The rows whose index satisfies `keep`, in the same order.
-    pub fn select(&self, keep: impl Fn(usize) -> bool) -> Changes {
+    pub fn select(&self, keep: impl Fn(usize) -> bool) -> Changes<'a> {
         let mut out = Changes::default();
         for i in (0..self.len()).filter(|&i| keep(i)) {
-            out.hash.push(self.hash[i].clone());
-            out.l_hash.push(self.l_hash[i].clone());
-            out.r_hash.push(self.r_hash[i].clone());
-            out.leaf_key.push(self.leaf_key[i].clone());
-            out.value.push(self.value[i].clone());
+            out.hash.push(self.hash[i]);
+            out.l_hash.push(self.l_hash[i]);
+            out.r_hash.push(self.r_hash[i]);
+            out.leaf_key.push(self.leaf_key[i]);
+            out.value.push(self.value[i]);
             out.sum.push(self.sum[i]);
             out.delta.push(self.delta[i]);
         }
@@ -197,31 +193,30 @@ pub(crate) fn missing_reference(ns: &str, hash: &[u8]) -> SqlStoreError {
     }
 }
 
-/// Folds `batch` to its net effect per node hash.
-pub(crate) fn fold(batch: &UpdateBatch) -> Changes {
+/// Lays out a batch's net changes (from [`UpdateBatch::net_changes`]) as
+/// columns.
+pub(crate) fn fold<'a>(net: &'a [NetChange<'a>]) -> Changes<'a> {
     let mut out = Changes::default();
-    for change in batch.net_changes() {
-        let (l, r, k, v, sum) = match change.node {
+    for change in net {
+        let (l, r, k, v, sum): (
+            Option<&[u8]>,
+            Option<&[u8]>,
+            Option<&[u8]>,
+            Option<&[u8]>,
+            u64,
+        ) = match change.node {
             Some(node) if change.delta > 0 => match node {
-                Node::Branch { left, right, sum } => (
-                    Some(left.0.to_vec()),
-                    Some(right.0.to_vec()),
-                    None,
-                    None,
-                    *sum,
-                ),
-                Node::Leaf(leaf) => (None, None, None, Some(leaf.value().to_vec()), leaf.sum()),
-                Node::Compacted { key, leaf } => (
-                    None,
-                    None,
-                    Some(key.0.to_vec()),
-                    Some(leaf.value().to_vec()),
-                    leaf.sum(),
-                ),
+                Node::Branch { left, right, sum } => {
+                    (Some(&left.0), Some(&right.0), None, None, *sum)
+                }
+                Node::Leaf(leaf) => (None, None, None, Some(leaf.value()), leaf.sum()),
+                Node::Compacted { key, leaf } => {
+                    (None, None, Some(&key.0), Some(leaf.value()), leaf.sum())
+                }
             },
             _ => (None, None, None, None, 0),
         };
-        out.hash.push(change.hash.0.to_vec());
+        out.hash.push(&change.hash.0);
         out.l_hash.push(l);
         out.r_hash.push(r);
         out.leaf_key.push(k);

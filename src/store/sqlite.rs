@@ -26,7 +26,7 @@ use tokio::sync::Mutex;
 
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
-    Changes, RowTuple, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
+    Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
@@ -251,13 +251,13 @@ async fn fetch_nodes(
     for chunk in hashes.chunks(READ_CHUNK) {
         let packed: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
         counters.round_trip(1);
-        let rows = sqlx::query_as::<_, RowTuple>(&sql)
+        let rows = sqlx::query(&sql)
             .bind(ns)
             .bind(count(chunk.len()))
             .bind(packed)
             .fetch_all(&mut *conn)
             .await?;
-        out.extend(decode_rows(ns, rows)?);
+        out.extend(decode_rows(ns, &rows)?);
     }
     counters.read(out.len() as u64);
     Ok(out)
@@ -309,7 +309,7 @@ async fn fetch_key_paths(
             bits.extend((0..MAX_LEVEL).map(|d| u8::from(start.key.bit(d))));
         }
         counters.round_trip(1);
-        let rows = sqlx::query_as::<_, RowTuple>(&sql)
+        let rows = sqlx::query(&sql)
             .bind(ns)
             .bind(count(chunk.len()))
             .bind(hashes)
@@ -318,7 +318,7 @@ async fn fetch_key_paths(
             .bind(siblings)
             .fetch_all(&mut *conn)
             .await?;
-        out.extend(decode_rows(ns, rows)?);
+        out.extend(decode_rows(ns, &rows)?);
     }
     counters.read(out.len() as u64);
     Ok(out)
@@ -336,7 +336,8 @@ async fn commit_on(
     if current != batch.old_root {
         return Ok(CommitOutcome::RootMoved { current });
     }
-    let changes = fold(batch);
+    let net = batch.net_changes();
+    let changes = fold(&net);
     apply_changes(conn, ns, &changes, counters).await?;
     counters.round_trip(1);
     match root_row(&batch.new_root) {
@@ -377,13 +378,13 @@ async fn commit_on(
 async fn apply_changes(
     conn: &mut SqliteConnection,
     ns: &str,
-    changes: &Changes,
+    changes: &Changes<'_>,
     counters: &Counters,
 ) -> Res<()> {
     let dropping: Vec<usize> = (0..changes.len())
         .filter(|&i| changes.delta[i] < 0)
         .collect();
-    let mut deleted: HashSet<Vec<u8>> = HashSet::new();
+    let mut deleted: HashSet<Vec<u8>, foldhash::fast::RandomState> = HashSet::default();
     let delete_sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
          d(hash, delta) AS ( \
@@ -422,7 +423,7 @@ async fn apply_changes(
          FROM r WHERE true \
          ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs"
     );
-    let upserts = (0..changes.len()).filter(|&i| !deleted.contains(&changes.hash[i]));
+    let upserts = (0..changes.len()).filter(|&i| !deleted.contains(changes.hash[i]));
     for chunk in PackedRows::chunks(changes, upserts) {
         counters.round_trip(1);
         sqlx::query(&upsert_sql)
@@ -451,7 +452,7 @@ async fn apply_changes(
     let survivors = dropping
         .iter()
         .copied()
-        .filter(|&i| !deleted.contains(&changes.hash[i]));
+        .filter(|&i| !deleted.contains(changes.hash[i]));
     for chunk in PackedRows::chunks(changes, survivors) {
         counters.round_trip(1);
         let bad: Option<(Vec<u8>,)> = sqlx::query_as(&check_sql)
