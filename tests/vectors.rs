@@ -24,59 +24,18 @@ const FILES: [&str; 4] = [
     "mssmt_tree_replacement.json",
 ];
 
-fn exhaustive() -> bool {
-    std::env::var("MSSMT_VECTORS_EXHAUSTIVE").as_deref() == Ok("1")
-}
-
 async fn replay_everything(kind: StoreKind, pg_url: Option<&str>) {
     let dir = vectors_dir();
     let stores = Stores::open(&[kind], pg_url).await.expect("open stores");
     let mut tally = Tally::default();
     let mut failures = Vec::new();
     let (mut valid, mut errors) = (0, 0);
-    let mut reduced = 0;
     for name in FILES {
         let path = dir.join(name);
         let file = replay::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         valid += file.valid_test_cases.as_ref().map_or(0, Vec::len);
         errors += file.error_test_cases.as_ref().map_or(0, Vec::len);
         let paths = [WritePath::Sequential, WritePath::Batched];
-        let big = file.all_tree_leaves.len() > 1_000;
-        if big && kind != StoreKind::Memory && !exhaustive() {
-            // 10,000 single inserts into a full tree on SQL write ~2.7M rows
-            // one commit at a time (about 20 ms each here): minutes per store.
-            // CI replays that combination on memory; the rest runs here.
-            eprintln!(
-                "NOTE {name} on {kind:?}: full layout replayed on the batched path only; \
-                 set MSSMT_VECTORS_EXHAUSTIVE=1 (or run the vectors example) for the sequential path too"
-            );
-            stores
-                .replay(
-                    kind,
-                    name,
-                    &file,
-                    true,
-                    false,
-                    &[WritePath::Batched],
-                    &mut |r| {
-                        tally.add(r);
-                        if let Some(why) = &r.failure {
-                            failures.push(format!("{}: {why}", r.name));
-                        }
-                    },
-                )
-                .await;
-            stores
-                .replay(kind, name, &file, false, true, &paths, &mut |r| {
-                    tally.add(r);
-                    if let Some(why) = &r.failure {
-                        failures.push(format!("{}: {why}", r.name));
-                    }
-                })
-                .await;
-            reduced += 1;
-            continue;
-        }
         stores
             .replay(kind, name, &file, true, true, &paths, &mut |r| {
                 tally.add(r);
@@ -90,15 +49,10 @@ async fn replay_everything(kind: StoreKind, pg_url: Option<&str>) {
     assert!(failures.is_empty(), "failures:\n{}", failures.join("\n"));
     // The official files: 4 valid cases, 1 error case, 1,010 proofs.
     assert_eq!((valid, errors), (4, 1));
-    // Each reduced file (one valid case) skips one layout × path combination.
-    assert_eq!(
-        tally.passed,
-        (4 + 1) * 4 - reduced,
-        "cases × (2 layouts × 2 paths)"
-    );
+    assert_eq!(tally.passed, (4 + 1) * 4, "cases × (2 layouts × 2 paths)");
     assert_eq!(
         tally.proofs,
-        1010 * (4 - reduced),
+        1010 * 4,
         "every proof on every layout and path"
     );
     eprintln!(

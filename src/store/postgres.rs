@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
@@ -53,6 +53,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
     );",
 )];
 
+/// Path walks with at least this many starts turn JIT off for themselves
+/// (see [`fetch_key_paths`]).
+const JIT_GUARD_MIN_STARTS: usize = 32;
+
+/// Batches with at least this many new rows try a plain `INSERT` first
+/// (see [`insert_new_rows`]); below it the savepoint's two round trips
+/// cost more than the upsert's overhead.
+const PLAIN_INSERT_MIN_ROWS: usize = 256;
+
 /// Advisory lock key of the migrations (an arbitrary constant: "mssmt").
 const MIGRATION_LOCK: i64 = 0x006d_7373_6d74;
 
@@ -66,6 +75,9 @@ pub struct PostgresStore {
     pool: PgPool,
     namespace: Arc<str>,
     counters: Arc<Counters>,
+    /// True when the pool's sessions run with JIT off (pools made by
+    /// [`PostgresStore::connect`]), so path walks need no guard.
+    jit_off: bool,
 }
 
 type Res<T> = Result<T, SqlStoreError>;
@@ -73,14 +85,23 @@ type Res<T> = Result<T, SqlStoreError>;
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
     /// migrations, and binds the namespace `"default"`.
+    ///
+    /// The pool's sessions run with `jit = off`: the recursive path walk's
+    /// row estimates are guesses that can cross `jit_above_cost`, and
+    /// compiling the plan then costs ~200 ms for a ~20 ms query. (On a
+    /// host's pool, [`from_pool`](Self::from_pool), large walks turn JIT
+    /// off for themselves only, at three extra round trips.)
     pub async fn connect(url: &str) -> Res<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
             .max_connections(16)
-            .connect_with(options)
+            .connect_with(options.options([("jit", "off")]))
             .await?;
-        let store = Self::from_pool(pool, "default");
+        let store = PostgresStore {
+            jit_off: true,
+            ..Self::from_pool(pool, "default")
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -92,6 +113,7 @@ impl PostgresStore {
             pool,
             namespace: Arc::from(namespace),
             counters: Arc::default(),
+            jit_off: false,
         }
     }
 
@@ -101,6 +123,7 @@ impl PostgresStore {
             pool: self.pool.clone(),
             namespace: Arc::from(name),
             counters: Arc::default(),
+            jit_off: self.jit_off,
         }
     }
 
@@ -234,26 +257,51 @@ async fn fetch_key_paths(
     ns: &str,
     starts: &[PathStart],
     siblings: bool,
+    jit_off: bool,
     counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
+    // The planner's row estimate for a recursive query is a guess that
+    // grows with the start array, and past `jit_above_cost` the server
+    // JIT-compiles the plan: ~200 ms of LLVM work for a query that runs in
+    // ~20 ms. Unless the session already runs without JIT, a large walk
+    // runs in a transaction (a savepoint when the caller already holds
+    // one) that sets `jit = off` locally and is rolled back afterwards,
+    // leaving the session as it was. Small walks stay far below the
+    // default threshold (the estimate is ~2,000 cost units per start).
+    let guard = !jit_off && starts.len() >= JIT_GUARD_MIN_STARTS;
+    let rows = if guard {
+        counters.round_trip(1);
+        let mut tx = conn.begin().await?;
+        counters.round_trip(1);
+        sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
+        let rows = walk(&mut tx, ns, starts, siblings, counters).await?;
+        counters.round_trip(1);
+        tx.rollback().await?;
+        rows
+    } else {
+        walk(conn, ns, starts, siblings, counters).await?
+    };
+    let out = decode_rows(ns, &rows)?;
+    counters.read(out.len() as u64);
+    Ok(out)
+}
+
+/// The walk query itself (see [`fetch_key_paths`]).
+async fn walk(
+    conn: &mut PgConnection,
+    ns: &str,
+    starts: &[PathStart],
+    siblings: bool,
+    counters: &Counters,
+) -> Res<Vec<PgRow>> {
     let hashes: Vec<&[u8]> = starts.iter().map(|s| s.hash.0.as_slice()).collect();
     let levels: Vec<i32> = starts
         .iter()
         .map(|s| i32::try_from(s.level).unwrap_or(i32::MAX))
         .collect();
     let keys: Vec<&[u8]> = starts.iter().map(|s| s.key.0.as_slice()).collect();
-    // The planner's row estimate for a recursive query is a guess that
-    // grows with the start array, and past `jit_above_cost` the server
-    // JIT-compiles the plan: ~200 ms of LLVM work for a query that runs in
-    // ~20 ms. `SET LOCAL` inside a transaction (a savepoint when the caller
-    // already holds one) that is rolled back afterwards turns JIT off for
-    // this statement only and leaves the session as it was.
     counters.round_trip(1);
-    let mut tx = conn.begin().await?;
-    counters.round_trip(1);
-    sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
-    counters.round_trip(1);
-    let rows = sqlx::query(
+    Ok(sqlx::query(
         "WITH RECURSIVE walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, key) AS ( \
              SELECT n.*, s.lvl, s.key \
              FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
@@ -283,13 +331,8 @@ async fn fetch_key_paths(
     .bind(levels)
     .bind(keys)
     .bind(siblings)
-    .fetch_all(&mut *tx)
-    .await?;
-    counters.round_trip(1);
-    tx.rollback().await?;
-    let out = decode_rows(ns, &rows)?;
-    counters.read(out.len() as u64);
-    Ok(out)
+    .fetch_all(&mut *conn)
+    .await?)
 }
 
 /// Check-and-apply inside an open transaction or savepoint. Returns
@@ -382,7 +425,8 @@ async fn apply_changes(
     // straight to the upsert.
     let shares_often =
         (0..adding.len()).any(|i| adding.leaf_key[i].is_none() && adding.value[i].is_some());
-    if adding.len() > 0 && (shares_often || !insert_new_rows(conn, &adding, ns, counters).await?) {
+    let try_plain = !shares_often && adding.len() >= PLAIN_INSERT_MIN_ROWS;
+    if adding.len() > 0 && (!try_plain || !insert_new_rows(conn, &adding, ns, counters).await?) {
         upsert(conn, ns, &adding, counters).await?;
     }
     let surviving = changes.select(|i| changes.delta[i] < 0 && !deleted.contains(changes.hash[i]));
@@ -499,9 +543,16 @@ impl TreeStore for PostgresStore {
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.pool.acquire().await?;
-        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
-            .await
-            .map(Some)
+        fetch_key_paths(
+            &mut conn,
+            &self.namespace,
+            starts,
+            siblings,
+            self.jit_off,
+            &self.counters,
+        )
+        .await
+        .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
@@ -551,9 +602,16 @@ impl TreeStore for PostgresTxStore<'_> {
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
-            .await
-            .map(Some)
+        fetch_key_paths(
+            &mut conn,
+            &self.namespace,
+            starts,
+            siblings,
+            false,
+            &self.counters,
+        )
+        .await
+        .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
