@@ -193,18 +193,21 @@ pub(crate) fn missing_reference(ns: &str, hash: &[u8]) -> SqlStoreError {
     }
 }
 
+/// A row's l_hash, r_hash, leaf_key, value and sum.
+type RowContent<'a> = (
+    Option<&'a [u8]>,
+    Option<&'a [u8]>,
+    Option<&'a [u8]>,
+    Option<&'a [u8]>,
+    u64,
+);
+
 /// Lays out a batch's net changes (from [`UpdateBatch::net_changes`]) as
 /// columns.
 pub(crate) fn fold<'a>(net: &'a [NetChange<'a>]) -> Changes<'a> {
     let mut out = Changes::default();
     for change in net {
-        let (l, r, k, v, sum): (
-            Option<&[u8]>,
-            Option<&[u8]>,
-            Option<&[u8]>,
-            Option<&[u8]>,
-            u64,
-        ) = match change.node {
+        let (l, r, k, v, sum): RowContent<'_> = match change.node {
             Some(node) if change.delta > 0 => match node {
                 Node::Branch { left, right, sum } => {
                     (Some(&left.0), Some(&right.0), None, None, *sum)
