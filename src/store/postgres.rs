@@ -245,13 +245,12 @@ async fn fetch_nodes(
 /// (at most 256 steps). Each step carries the whole row it read, so every
 /// walked node is read once (siblings, for proofs, are one more probe per
 /// branch). Every read is a LATERAL primary-key lookup fenced with
-/// `OFFSET 0`: without the fence
-/// the planner flattens them into joins and, with a large estimate for the
-/// recursive work table, picks a hash join that scans the whole namespace
-/// on every step (minutes on a 2.4M-row full tree). With it, the plan is
-/// one index probe per walked row whatever the estimates. `get_bit`
-/// numbers bits least-significant first within each byte, the tree's own
-/// bit order.
+/// `OFFSET 0`: without the fence the planner flattens them into joins and,
+/// with a large estimate for the recursive work table, picks a hash join
+/// that scans the whole namespace on every step (minutes on a 2.4M-row
+/// full tree). With it, the plan is one index probe per walked row
+/// whatever the estimates. `get_bit` numbers bits least-significant first
+/// within each byte, the tree's own bit order.
 async fn fetch_key_paths(
     conn: &mut PgConnection,
     ns: &str,
