@@ -19,8 +19,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::query::Query;
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
 use tokio::sync::Mutex;
 
 use super::sql::{
@@ -435,6 +436,33 @@ async fn apply_changes(
     Ok(())
 }
 
+/// `INSERT`s every row of a [`Changes`] bound by [`bind_rows`]; the two
+/// write paths below append their own tails.
+macro_rules! insert_rows_sql {
+    () => {
+        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[])"
+    };
+}
+
+/// Binds the namespace and the row columns as `$1 .. $8` of
+/// [`insert_rows_sql`].
+fn bind_rows<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    ns: &'q str,
+    rows: &'q Changes<'_>,
+) -> Query<'q, Postgres, PgArguments> {
+    query
+        .bind(ns)
+        .bind(&rows.hash)
+        .bind(&rows.l_hash)
+        .bind(&rows.r_hash)
+        .bind(&rows.leaf_key)
+        .bind(&rows.value)
+        .bind(&rows.sum)
+        .bind(&rows.delta)
+}
+
 /// Inserts `rows` as new rows with a plain `INSERT` under a savepoint: the
 /// common case (fresh nodes) then skips `ON CONFLICT`'s speculative
 /// insertion, which costs about as much again per row. Returns false, with
@@ -450,20 +478,9 @@ async fn insert_new_rows(
     counters.round_trip(1);
     let mut savepoint = conn.begin().await?;
     counters.round_trip(1);
-    let inserted = sqlx::query(
-        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[])",
-    )
-    .bind(ns)
-    .bind(&rows.hash)
-    .bind(&rows.l_hash)
-    .bind(&rows.r_hash)
-    .bind(&rows.leaf_key)
-    .bind(&rows.value)
-    .bind(&rows.sum)
-    .bind(&rows.delta)
-    .execute(&mut *savepoint)
-    .await;
+    let inserted = bind_rows(sqlx::query(insert_rows_sql!()), ns, rows)
+        .execute(&mut *savepoint)
+        .await;
     counters.round_trip(1);
     match inserted {
         Ok(_) => {
@@ -488,26 +505,18 @@ async fn upsert(
     counters: &Counters,
 ) -> Res<()> {
     counters.round_trip(1);
-    let bad: Option<(Vec<u8>,)> = sqlx::query_as(
-        "WITH up AS ( \
-             INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-             SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[]) \
-             ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
-             RETURNING hash, refs) \
-         SELECT hash FROM up WHERE refs <= 0 LIMIT 1",
-    )
-    .bind(ns)
-    .bind(&rows.hash)
-    .bind(&rows.l_hash)
-    .bind(&rows.r_hash)
-    .bind(&rows.leaf_key)
-    .bind(&rows.value)
-    .bind(&rows.sum)
-    .bind(&rows.delta)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let sql = concat!(
+        "WITH up AS (",
+        insert_rows_sql!(),
+        " ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
+          RETURNING hash, refs) \
+         SELECT hash FROM up WHERE refs <= 0 LIMIT 1"
+    );
+    let bad = bind_rows(sqlx::query(sql), ns, rows)
+        .fetch_optional(&mut *conn)
+        .await?;
     match bad {
-        Some((hash,)) => Err(missing_reference(ns, &hash)),
+        Some(row) => Err(missing_reference(ns, row.try_get::<&[u8], _>(0)?)),
         None => Ok(()),
     }
 }
