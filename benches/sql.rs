@@ -7,6 +7,11 @@
 //! and layout; a timed insert into them is undone by an untimed delete of the
 //! same keys (the canonical shape makes the tree exactly what it was).
 //!
+//! SQL trees run on store handles with the default memory of recent nodes
+//! (`RecentNodes`): after the first operation the descent reads almost
+//! nothing from the database. The `/cold` benches repeat the headline
+//! operations through a handle that remembers nothing.
+//!
 //! Run: `scripts/with-postgres.sh cargo bench --bench sql` (Postgres from
 //! `MSSMT_PG_URL`; without it the Postgres benches are skipped, saying so).
 //! SQLite runs on a file in the temp dir with `synchronous=FULL` (one fsync
@@ -51,6 +56,9 @@ trait Factory {
     type S: TreeStore + Clone + 'static;
     fn label(&self) -> &'static str;
     fn fresh(&self) -> Self::S;
+    /// The same tree through a handle that remembers no nodes (every read
+    /// goes to the database); `None` for the memory store.
+    fn cold(&self, store: &Self::S) -> Option<Self::S>;
 }
 
 struct Mem;
@@ -62,6 +70,9 @@ impl Factory for Mem {
     fn fresh(&self) -> MemoryStore {
         MemoryStore::new()
     }
+    fn cold(&self, _: &MemoryStore) -> Option<MemoryStore> {
+        None
+    }
 }
 
 struct Namespaced<S> {
@@ -69,6 +80,7 @@ struct Namespaced<S> {
     db: S,
     counter: std::sync::atomic::AtomicUsize,
     ns: fn(&S, &str) -> S,
+    cold: fn(&S) -> S,
 }
 impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
     type S = S;
@@ -81,12 +93,19 @@ impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         (self.ns)(&self.db, &format!("bench-{}-{n}", std::process::id()))
     }
+    fn cold(&self, store: &S) -> Option<S> {
+        Some((self.cold)(store))
+    }
 }
 
 fn report(name: &str, stats: StoreStats) {
     eprintln!(
-        "  {name}: {} round trips, {} statements, {} nodes read, {} node rows written",
-        stats.round_trips, stats.statements, stats.nodes_read, stats.nodes_written
+        "  {name}: {} round trips, {} statements, {} nodes read, {} remembered, {} node rows written",
+        stats.round_trips,
+        stats.statements,
+        stats.nodes_read,
+        stats.nodes_remembered,
+        stats.nodes_written
     );
 }
 
@@ -200,6 +219,34 @@ fn bench_layout<F: Factory, L: Layout>(
             "undo restores the tree"
         );
 
+        // The same through a handle that remembers nothing: every node the
+        // descent needs is read from the database.
+        if let Some(cold) = f.cold(tree.store()) {
+            let cold = Tree::<F::S, L>::new(cold);
+            let c = &cold;
+            let name = format!("insert_many/into10k/{n}/cold");
+            g.bench_function(&name, |b| {
+                b.to_async(rt).iter_custom(|iters| async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let start = Instant::now();
+                        black_box(c.insert_many(batch.to_vec()).await.expect("insert_many"));
+                        total += start.elapsed();
+                        delete_keys(c, batch).await;
+                    }
+                    total
+                })
+            });
+            let before = cold.store().stats();
+            rt.block_on(cold.insert_many(batch.to_vec()))
+                .expect("insert_many");
+            report(
+                &format!("{group_name}/{name}"),
+                cold.store().stats().since(&before),
+            );
+            rt.block_on(delete_keys(&cold, batch));
+        }
+
         if full_tree && n > 100 && f.label() != "memory" {
             continue;
         }
@@ -242,6 +289,20 @@ fn bench_layout<F: Factory, L: Layout>(
         b.to_async(rt)
             .iter(|| async move { black_box(t.get_many(k).await.expect("gets")) })
     });
+    if let Some(cold) = f.cold(tree.store()) {
+        let cold = Tree::<F::S, L>::new(cold);
+        let before = cold.store().stats();
+        rt.block_on(cold.merkle_proofs(&keys)).expect("proofs");
+        report(
+            &format!("{group_name}/merkle_proofs/1000/cold"),
+            cold.store().stats().since(&before),
+        );
+        let c = &cold;
+        g.bench_function("merkle_proofs/1000/cold", |b| {
+            b.to_async(rt)
+                .iter(|| async move { black_box(c.merkle_proofs(k).await.expect("proofs")) })
+        });
+    }
     g.bench_function("merkle_proof_loop/1000", |b| {
         b.to_async(rt).iter(|| async move {
             for key in k {
@@ -288,6 +349,7 @@ fn benches(c: &mut Criterion) {
         db: sqlite,
         counter: Default::default(),
         ns: SqliteStore::namespace,
+        cold: |s| s.clone().with_recent_nodes(0),
     };
     bench_store(c, &rt, &f, &seed, &fresh);
     rt.block_on(f.db.pool().close());
@@ -307,6 +369,7 @@ fn benches(c: &mut Criterion) {
                 db: pg,
                 counter: Default::default(),
                 ns: PostgresStore::namespace,
+                cold: |s| s.clone().with_recent_nodes(0),
             };
             bench_store(c, &rt, &f, &seed, &fresh);
         }

@@ -33,8 +33,8 @@ use ms_smt::empty::empty_hash;
 use ms_smt::hash::{Hash, branch_hash, sha256};
 use ms_smt::node::Node;
 use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, PostgresStore, SqliteStore, StoreStats, TreeStore,
-    UpdateBatch,
+    CommitOutcome, MemoryStore, PathStart, PostgresStore, RecentNodes, SqliteStore, StoreStats,
+    TreeStore, UpdateBatch,
 };
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Proof, Tree};
 use proptest::collection::vec;
@@ -171,6 +171,10 @@ trait TestStore: TreeStore + Clone + Send + Sync + 'static {
     fn dump(&self) -> impl Future<Output = Vec<String>> + Send;
     /// The raw SQL `sum` columns; `None` for the memory store.
     fn raw_sums(&self) -> impl Future<Output = Option<RawSums>> + Send;
+    /// True when the handle keeps recent nodes in memory.
+    fn remembers(&self) -> bool {
+        self.recent_nodes().is_some_and(|r| r.capacity() > 0)
+    }
 }
 
 impl TestStore for MemoryStore {
@@ -250,6 +254,7 @@ impl TestStore for SqliteStore {
             .await
             .expect("second sqlite pool");
         SqliteStore::from_pool(pool, self.namespace_name())
+            .with_recent_nodes(self.recent().capacity())
     }
 
     async fn node_rows(&self) -> usize {
@@ -322,6 +327,7 @@ impl TestStore for PostgresStore {
             .await
             .expect("second postgres pool");
         PostgresStore::from_pool(pool, self.namespace_name())
+            .with_recent_nodes(self.recent().capacity())
     }
 
     async fn node_rows(&self) -> usize {
@@ -537,6 +543,35 @@ macro_rules! on_every_store {
                 $scenario(store.clone()).await;
                 store.pool().close().await;
                 eprintln!("{}::postgres took {:?}", stringify!($name), t.elapsed());
+            }
+
+            /// SQLite with every node read from the database (no
+            /// [`RecentNodes`](ms_smt::store::RecentNodes)): the SQL read
+            /// statements, which remembered nodes mostly skip.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_cold() {
+                let t = Instant::now();
+                let db = SqliteDb::open(concat!(stringify!($name), "-cold")).await;
+                $scenario(db.store.clone().with_recent_nodes(0)).await;
+                db.store.pool().close().await;
+                eprintln!("{}::sqlite_cold took {:?}", stringify!($name), t.elapsed());
+            }
+
+            /// Postgres with every node read from the database.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_cold() {
+                let t = Instant::now();
+                let Some(store) = pg_store(concat!(stringify!($name), "::postgres_cold")).await
+                else {
+                    return;
+                };
+                $scenario(store.clone().with_recent_nodes(0)).await;
+                store.pool().close().await;
+                eprintln!(
+                    "{}::postgres_cold took {:?}",
+                    stringify!($name),
+                    t.elapsed()
+                );
             }
         }
     };
@@ -1037,6 +1072,24 @@ mod equivalence {
             return;
         };
         run_equivalence(&rt, store.clone());
+        rt.block_on(store.pool().close());
+    }
+
+    #[test]
+    fn sqlite_cold() {
+        let rt = runtime();
+        let db = rt.block_on(SqliteDb::open("equivalence-cold"));
+        run_equivalence(&rt, db.store.clone().with_recent_nodes(0));
+        rt.block_on(db.store.pool().close());
+    }
+
+    #[test]
+    fn postgres_cold() {
+        let rt = runtime();
+        let Some(store) = rt.block_on(pg_store("equivalence::postgres_cold")) else {
+            return;
+        };
+        run_equivalence(&rt, store.clone().with_recent_nodes(0));
         rt.block_on(store.pool().close());
     }
 }
@@ -1624,6 +1677,32 @@ impl<S: TreeStore> TreeStore for Probe<S> {
     fn stats(&self) -> StoreStats {
         self.inner.stats()
     }
+
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        self.inner.recent_nodes()
+    }
+}
+
+/// Checks where one operation's nodes came from: all from the handle's
+/// memory when it remembers (the tree was written or read through it
+/// before), all from the store when it does not.
+fn assert_sources<S: TestStore>(store: &S, cost: &StoreStats, what: &str) {
+    if store.remembers() {
+        assert_eq!(
+            cost.nodes_read,
+            0,
+            "{}: {what} read nodes that the handle wrote or read before",
+            S::KIND
+        );
+        assert!(
+            cost.nodes_remembered > 0,
+            "{}: {what} remembered nothing",
+            S::KIND
+        );
+    } else {
+        assert!(cost.nodes_read > 0, "{}: {what} read no nodes", S::KIND);
+        assert_eq!(cost.nodes_remembered, 0, "{}: {what}", S::KIND);
+    }
 }
 
 const RT_LEAVES: u64 = 10_000;
@@ -1698,6 +1777,7 @@ async fn round_trips<S: TestStore>(base: S) {
             S::KIND,
             cost.round_trips
         );
+        assert_sources(&store, &cost, &format!("insert_many of {b} keys"));
         commit_stats.push(commit);
     }
     let (c10, c1000) = (commit_stats[0], commit_stats[1]);
@@ -1761,6 +1841,8 @@ async fn round_trips<S: TestStore>(base: S) {
         S::KIND,
         proof_cost.round_trips
     );
+    assert_sources(&store, &get_cost, "get_many");
+    assert_sources(&store, &proof_cost, "merkle_proofs");
     assert_eq!(got, mem.get_many(&keys).await.expect("mem get_many"));
     for (i, (k, p)) in keys.iter().zip(&proofs).enumerate() {
         let want = if i % 2 == 0 {

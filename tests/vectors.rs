@@ -3,12 +3,18 @@
 //! on every store. Postgres comes from $MSSMT_PG_URL (the README's test
 //! command starts a throwaway server); without it the Postgres test says it
 //! was skipped, or fails when $MSSMT_REQUIRE_PG=1.
+//!
+//! SQLite runs with the store's default memory of recent nodes (most reads
+//! answered in process), Postgres with none (every node read by SQL), so
+//! both read paths replay the vectors; `tests/stores.rs` runs every scenario
+//! both ways on both stores.
 
 #[path = "../examples/vectors/replay.rs"]
 mod replay;
 
 use std::path::PathBuf;
 
+use ms_smt::store::DEFAULT_RECENT_NODES;
 use replay::{StoreKind, Stores, Tally, WritePath};
 
 fn vectors_dir() -> PathBuf {
@@ -24,9 +30,11 @@ const FILES: [&str; 4] = [
     "mssmt_tree_replacement.json",
 ];
 
-async fn replay_everything(kind: StoreKind, pg_url: Option<&str>) {
+async fn replay_everything(kind: StoreKind, pg_url: Option<&str>, recent_nodes: usize) {
     let dir = vectors_dir();
-    let stores = Stores::open(&[kind], pg_url).await.expect("open stores");
+    let stores = Stores::open(&[kind], pg_url, recent_nodes)
+        .await
+        .expect("open stores");
     let mut tally = Tally::default();
     let mut failures = Vec::new();
     let (mut valid, mut errors) = (0, 0);
@@ -63,18 +71,18 @@ async fn replay_everything(kind: StoreKind, pg_url: Option<&str>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_vectors_on_memory() {
-    replay_everything(StoreKind::Memory, None).await;
+    replay_everything(StoreKind::Memory, None, 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_vectors_on_sqlite() {
-    replay_everything(StoreKind::Sqlite, None).await;
+    replay_everything(StoreKind::Sqlite, None, DEFAULT_RECENT_NODES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_vectors_on_postgres() {
     match std::env::var("MSSMT_PG_URL").ok().filter(|u| !u.is_empty()) {
-        Some(url) => replay_everything(StoreKind::Postgres, Some(&url)).await,
+        Some(url) => replay_everything(StoreKind::Postgres, Some(&url), 0).await,
         None if std::env::var("MSSMT_REQUIRE_PG").as_deref() == Ok("1") => {
             panic!("MSSMT_REQUIRE_PG=1 but MSSMT_PG_URL is not set")
         }

@@ -3,10 +3,13 @@
 //!
 //! ```text
 //! cargo run --release --example vectors -- [--tree full|compacted|both] \
-//!     [--path sequential|batched|both] [--store memory|sqlite|postgres|all] FILE...
+//!     [--path sequential|batched|both] [--store memory|sqlite|postgres|all] \
+//!     [--recent-nodes N] FILE...
 //! ```
 //!
-//! Defaults: `--tree both --path both --store all`. Each case runs on a fresh
+//! Defaults: `--tree both --path both --store all`, and SQL tree handles
+//! that remember the store's default number of recent nodes; `--recent-nodes
+//! 0` makes them read every node from the database. Each case runs on a fresh
 //! tree: a new `MemoryStore`, a new namespace of one temporary SQLite file,
 //! or a new namespace of the PostgreSQL database at `$MSSMT_PG_URL` (removed
 //! again at the end). `--store all` includes Postgres only when
@@ -21,10 +24,11 @@ mod replay;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use ms_smt::store::DEFAULT_RECENT_NODES;
 use replay::{CaseResult, StoreKind, Stores, Tally, WritePath};
 
 const USAGE: &str = "usage: vectors [--tree full|compacted|both] [--path sequential|batched|both] \
-                     [--store memory|sqlite|postgres|all] FILE...";
+                     [--store memory|sqlite|postgres|all] [--recent-nodes N] FILE...";
 
 #[derive(Debug)]
 struct Options {
@@ -32,6 +36,7 @@ struct Options {
     compacted: bool,
     paths: Vec<WritePath>,
     stores: Vec<StoreKind>,
+    recent_nodes: usize,
     files: Vec<PathBuf>,
 }
 
@@ -41,6 +46,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
         compacted: true,
         paths: vec![WritePath::Sequential, WritePath::Batched],
         stores: Vec::new(),
+        recent_nodes: DEFAULT_RECENT_NODES,
         files: Vec::new(),
     };
     let mut args = args.peekable();
@@ -75,6 +81,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
                     other => return Err(format!("unknown --store {other:?}")),
                 }
             }
+            "--recent-nodes" => {
+                let v = value("--recent-nodes")?;
+                opts.recent_nodes = v
+                    .parse()
+                    .map_err(|_| format!("--recent-nodes needs a count, not {v:?}"))?;
+            }
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag:?}")),
             file => opts.files.push(PathBuf::from(file)),
@@ -104,7 +116,7 @@ fn all_stores() -> Vec<StoreKind> {
 }
 
 async fn run(opts: &Options) -> Result<Tally, String> {
-    let stores = Stores::open(&opts.stores, pg_url().as_deref()).await?;
+    let stores = Stores::open(&opts.stores, pg_url().as_deref(), opts.recent_nodes).await?;
     let mut tally = Tally::default();
     for path in &opts.files {
         let name = path.file_name().map_or_else(

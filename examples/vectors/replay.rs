@@ -431,8 +431,14 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Opens the databases `kinds` needs; Postgres from `pg_url`.
-    pub async fn open(kinds: &[StoreKind], pg_url: Option<&str>) -> Result<Stores, String> {
+    /// Opens the databases `kinds` needs; Postgres from `pg_url`. Each SQL
+    /// tree handle remembers up to `recent_nodes` nodes (0: every read goes
+    /// to the database).
+    pub async fn open(
+        kinds: &[StoreKind],
+        pg_url: Option<&str>,
+        recent_nodes: usize,
+    ) -> Result<Stores, String> {
         let run_id = format!(
             "{}-{}",
             std::process::id(),
@@ -451,7 +457,8 @@ impl Stores {
                 .synchronous(SqliteSynchronous::Off);
             let store = SqliteStore::open_with(options)
                 .await
-                .map_err(|e| format!("cannot open SQLite {}: {e}", path.display()))?;
+                .map_err(|e| format!("cannot open SQLite {}: {e}", path.display()))?
+                .with_recent_nodes(recent_nodes);
             Some((store, path))
         } else {
             None
@@ -460,7 +467,8 @@ impl Stores {
             (true, Some(url)) => Some(
                 PostgresStore::connect(url)
                     .await
-                    .map_err(|e| format!("cannot connect to MSSMT_PG_URL: {e}"))?,
+                    .map_err(|e| format!("cannot connect to MSSMT_PG_URL: {e}"))?
+                    .with_recent_nodes(recent_nodes),
             ),
             (true, None) => return Err("the postgres store needs MSSMT_PG_URL".into()),
             _ => None,

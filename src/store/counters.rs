@@ -23,6 +23,9 @@ pub struct StoreStats {
     pub nodes_read: u64,
     /// Net node-row changes applied by commits.
     pub nodes_written: u64,
+    /// Node lookups answered from the handle's
+    /// [`RecentNodes`](super::RecentNodes) without asking the store.
+    pub nodes_remembered: u64,
 }
 
 impl StoreStats {
@@ -33,6 +36,9 @@ impl StoreStats {
             statements: self.statements.saturating_sub(earlier.statements),
             nodes_read: self.nodes_read.saturating_sub(earlier.nodes_read),
             nodes_written: self.nodes_written.saturating_sub(earlier.nodes_written),
+            nodes_remembered: self
+                .nodes_remembered
+                .saturating_sub(earlier.nodes_remembered),
         }
     }
 }
@@ -54,9 +60,19 @@ impl Counters {
         self.nodes_written.fetch_add(nodes, Ordering::Relaxed);
     }
 
+    /// The current values, with the hits of `recent` (if the handle has
+    /// one) as [`StoreStats::nodes_remembered`].
+    pub fn snapshot_with(&self, recent: &super::RecentNodes) -> StoreStats {
+        StoreStats {
+            nodes_remembered: recent.hits(),
+            ..self.snapshot()
+        }
+    }
+
     /// The current values.
     pub fn snapshot(&self) -> StoreStats {
         StoreStats {
+            nodes_remembered: 0,
             round_trips: self.round_trips.load(Ordering::Relaxed),
             statements: self.statements.load(Ordering::Relaxed),
             nodes_read: self.nodes_read.load(Ordering::Relaxed),

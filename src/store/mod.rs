@@ -14,6 +14,7 @@ mod memory;
 mod packed;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod recent;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -24,6 +25,7 @@ pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
+pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::SqlStoreError;
 #[cfg(feature = "sqlite")]
@@ -101,6 +103,14 @@ pub trait TreeStore: Send + Sync {
     ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
         let _ = (starts, siblings);
         async { Ok(None) }
+    }
+
+    /// Nodes this handle keeps in process memory (see [`RecentNodes`]). The
+    /// read phase looks there before asking the store, and walks a key's
+    /// path through them as far as they reach. `None` (the default) when
+    /// every read goes to the store.
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        None
     }
 
     /// Applies `batch` atomically if the stored root still equals

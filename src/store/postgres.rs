@@ -4,7 +4,8 @@
 //! * Reads: one array-bound query per descent level while keys share nodes,
 //!   then one bounded recursive query that walks every single-key path to
 //!   its end. Every read by hash is a fenced primary-key probe (see
-//!   [`fetch_nodes`]), so plans do not depend on statistics.
+//!   [`fetch_nodes`]), so plans do not depend on statistics. Nodes the
+//!   handle remembers ([`RecentNodes`]) are not read at all.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
 //!   root check, one `DELETE` of the rows the batch takes to zero
 //!   references, one `INSERT ... SELECT FROM UNNEST(...)` of the new rows
@@ -27,7 +28,7 @@ use tokio::sync::Mutex;
 use super::sql::{
     Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
-use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
+use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -68,14 +69,15 @@ const MIGRATION_LOCK: i64 = 0x006d_7373_6d74;
 
 /// A tree store in a PostgreSQL database, bound to one namespace.
 ///
-/// Cloning is cheap and shares the pool. Sums are stored as the i64 with
-/// the same bits as the u64; rows carry a reference count, one per tree
-/// position using them.
+/// Cloning is cheap and shares the pool and the handle's [`RecentNodes`].
+/// Sums are stored as the i64 with the same bits as the u64; rows carry a
+/// reference count, one per tree position using them.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
     namespace: Arc<str>,
     counters: Arc<Counters>,
+    recent: Arc<RecentNodes>,
     /// True when the pool's sessions run with JIT off (pools made by
     /// [`PostgresStore::connect`]), so path walks need no guard.
     jit_off: bool,
@@ -114,6 +116,7 @@ impl PostgresStore {
             pool,
             namespace: Arc::from(namespace),
             counters: Arc::default(),
+            recent: Arc::default(),
             jit_off: false,
         }
     }
@@ -124,8 +127,26 @@ impl PostgresStore {
             pool: self.pool.clone(),
             namespace: Arc::from(name),
             counters: Arc::default(),
+            recent: Arc::new(RecentNodes::new(self.recent.capacity())),
             jit_off: self.jit_off,
         }
+    }
+
+    /// This handle with its own memory of up to `capacity` recent nodes
+    /// (default [`DEFAULT_RECENT_NODES`](super::DEFAULT_RECENT_NODES); 0
+    /// reads every node from the database). Handles made from it with
+    /// [`namespace`](Self::namespace) get the same capacity. See
+    /// [`RecentNodes`] for why remembered nodes are always right.
+    pub fn with_recent_nodes(self, capacity: usize) -> Self {
+        PostgresStore {
+            recent: Arc::new(RecentNodes::new(capacity)),
+            ..self
+        }
+    }
+
+    /// The nodes this handle remembers.
+    pub fn recent(&self) -> &RecentNodes {
+        &self.recent
     }
 
     /// This store's namespace.
@@ -190,6 +211,7 @@ impl PostgresStore {
             conn: Mutex::new(conn),
             namespace: self.namespace.clone(),
             counters: self.counters.clone(),
+            recent: self.recent.clone(),
         }
     }
 }
@@ -201,6 +223,7 @@ pub struct PostgresTxStore<'c> {
     conn: Mutex<&'c mut PgConnection>,
     namespace: Arc<str>,
     counters: Arc<Counters>,
+    recent: Arc<RecentNodes>,
 }
 
 async fn load_root(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<ComputedNode> {
@@ -593,7 +616,11 @@ impl TreeStore for PostgresStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot()
+        self.counters.snapshot_with(&self.recent)
+    }
+
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        Some(&self.recent)
     }
 }
 
@@ -654,6 +681,10 @@ impl TreeStore for PostgresTxStore<'_> {
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot()
+        self.counters.snapshot_with(&self.recent)
+    }
+
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        Some(&self.recent)
     }
 }

@@ -1,15 +1,16 @@
 //! SQLite store on sqlx: one file, many namespaces, reference-counted rows.
 //!
-//! * Reads: one `SELECT ... WHERE hash IN (...)` per descent level while
-//!   keys share nodes (chunked under SQLite's bind limit, so one statement
-//!   up to 32,000 hashes), then one bounded recursive query that walks every
-//!   single-key path to its end.
+//! * Reads: one `SELECT` per descent level while keys share nodes, then one
+//!   bounded recursive query that walks every single-key path to its end.
+//!   The hashes travel as packed blobs ([`super::packed`]), up to 16,384
+//!   per statement, so the statement text is fixed and prepared once.
+//!   Nodes the handle remembers ([`RecentNodes`]) are not read at all.
 //! * Writes: one `BEGIN IMMEDIATE` transaction per commit: check the root,
-//!   add every row's net reference delta with multi-row upserts (chunks of
-//!   4,000 rows under the bind limit), delete rows left with none, move the
-//!   root. `BEGIN IMMEDIATE` takes the write lock up front, so
-//!   concurrent writers wait (busy timeout) instead of failing with
-//!   "database is locked".
+//!   delete the rows the batch takes to zero references, add every other
+//!   row's net delta with one packed upsert (creating new rows), check that
+//!   no count went below one, move the root. `BEGIN IMMEDIATE` takes the
+//!   write lock up front, so concurrent writers wait (busy timeout) instead
+//!   of failing with "database is locked".
 //! * Inside a caller's transaction ([`SqliteStore::in_transaction`]) the
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
@@ -28,7 +29,7 @@ use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
     Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
 };
-use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
+use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
@@ -58,14 +59,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
 
 /// A tree store in an SQLite database, bound to one namespace.
 ///
-/// Cloning is cheap and shares the pool. Sums are stored as the i64 with
-/// the same bits as the u64; rows carry a reference count, one per tree
-/// position using them.
+/// Cloning is cheap and shares the pool and the handle's [`RecentNodes`].
+/// Sums are stored as the i64 with the same bits as the u64; rows carry a
+/// reference count, one per tree position using them.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
     namespace: Arc<str>,
     counters: Arc<Counters>,
+    recent: Arc<RecentNodes>,
 }
 
 type Res<T> = Result<T, SqlStoreError>;
@@ -129,6 +131,7 @@ impl SqliteStore {
             pool,
             namespace: Arc::from(namespace),
             counters: Arc::default(),
+            recent: Arc::default(),
         }
     }
 
@@ -138,7 +141,25 @@ impl SqliteStore {
             pool: self.pool.clone(),
             namespace: Arc::from(name),
             counters: Arc::default(),
+            recent: Arc::new(RecentNodes::new(self.recent.capacity())),
         }
+    }
+
+    /// This handle with its own memory of up to `capacity` recent nodes
+    /// (default [`DEFAULT_RECENT_NODES`](super::DEFAULT_RECENT_NODES); 0
+    /// reads every node from the database). Handles made from it with
+    /// [`namespace`](Self::namespace) get the same capacity. See
+    /// [`RecentNodes`] for why remembered nodes are always right.
+    pub fn with_recent_nodes(self, capacity: usize) -> Self {
+        SqliteStore {
+            recent: Arc::new(RecentNodes::new(capacity)),
+            ..self
+        }
+    }
+
+    /// The nodes this handle remembers.
+    pub fn recent(&self) -> &RecentNodes {
+        &self.recent
     }
 
     /// This store's namespace.
@@ -201,6 +222,7 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             namespace: self.namespace.clone(),
             counters: self.counters.clone(),
+            recent: self.recent.clone(),
         }
     }
 }
@@ -212,6 +234,7 @@ pub struct SqliteTxStore<'c> {
     conn: Mutex<&'c mut SqliteConnection>,
     namespace: Arc<str>,
     counters: Arc<Counters>,
+    recent: Arc<RecentNodes>,
 }
 
 async fn load_root(
@@ -529,7 +552,11 @@ impl TreeStore for SqliteStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot()
+        self.counters.snapshot_with(&self.recent)
+    }
+
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        Some(&self.recent)
     }
 }
 
@@ -583,6 +610,10 @@ impl TreeStore for SqliteTxStore<'_> {
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot()
+        self.counters.snapshot_with(&self.recent)
+    }
+
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        Some(&self.recent)
     }
 }

@@ -23,6 +23,11 @@ impl NodeCache {
         self.nodes.extend(nodes);
     }
 
+    /// Adds one node.
+    pub fn insert(&mut self, hash: Hash, node: Node) {
+        self.nodes.insert(hash, node);
+    }
+
     /// True when `hash` was fetched.
     pub fn contains(&self, hash: &Hash) -> bool {
         self.nodes.contains_key(hash)

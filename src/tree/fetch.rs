@@ -1,12 +1,17 @@
 //! The read phase: fetch every node a descent will touch, one store call per
 //! level while several keys share a node, then one call for all the paths
 //! that hold a single key (stores that can walk a key's path server-side).
+//! Nodes the store handle remembers ([`RecentNodes`]) are taken from memory
+//! first, and single-key paths are walked through them as far as they
+//! reach; only what is left goes to the store, and what comes back is
+//! remembered.
 
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, TreeError};
-use crate::key::Key;
+use crate::hash::Hash;
+use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::store::{PathStart, TreeStore};
+use crate::store::{NodeSource, PathStart, RecentNodes, TreeStore};
 use crate::tree::cache::NodeCache;
 
 /// Fetches the nodes on the paths of `keys` (sorted in tree order), level by
@@ -30,6 +35,7 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
     if keys.is_empty() || is_empty_hash(0, &root.hash) {
         return Ok(cache);
     }
+    let recent = store.recent_nodes();
     let chains = store.supports_key_paths();
     let mut starts: Vec<PathStart> = Vec::new();
     let mut want = Vec::new();
@@ -48,14 +54,25 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         want.sort_unstable();
         want.dedup();
         want.retain(|h| !cache.contains(h));
+        if let Some(recent) = recent {
+            want.retain(|h| match recent.get(h) {
+                Some(node) => {
+                    cache.insert(*h, node);
+                    false
+                }
+                None => true,
+            });
+        }
         if !want.is_empty() {
             let nodes = store.fetch_nodes(&want).await.map_err(TreeError::Store)?;
+            remember(recent, &nodes);
             cache.extend(nodes);
         }
         want.clear();
         let mut next = Vec::new();
         for (hash, level, range) in frontier {
-            let node = crate::store::NodeSource::node(&cache, &hash)
+            let node = cache
+                .node(&hash)
                 .ok_or(PlanError::MissingNode { hash, level })?;
             let Node::Branch { left, right, .. } = node else {
                 continue;
@@ -81,13 +98,30 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         }
         frontier = next;
     }
+    let mut off_path = Vec::new();
+    if let Some(recent) = recent {
+        starts = walk_remembered(recent, &mut cache, starts, siblings, &mut off_path);
+    }
+    if !off_path.is_empty() {
+        off_path.sort_unstable();
+        off_path.dedup();
+        let nodes = store
+            .fetch_nodes(&off_path)
+            .await
+            .map_err(TreeError::Store)?;
+        remember(recent, &nodes);
+        cache.extend(nodes);
+    }
     if !starts.is_empty() {
         match store
             .fetch_key_paths(&starts, siblings)
             .await
             .map_err(TreeError::Store)?
         {
-            Some(nodes) => cache.extend(nodes),
+            Some(nodes) => {
+                remember(recent, &nodes);
+                cache.extend(nodes);
+            }
             None => {
                 return Err(TreeError::Plan(PlanError::MissingNode {
                     hash: starts[0].hash,
@@ -97,4 +131,77 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         }
     }
     Ok(cache)
+}
+
+/// Hands nodes just read from the store to the handle's memory, if any.
+fn remember(recent: Option<&RecentNodes>, nodes: &[(Hash, Node)]) {
+    if let Some(recent) = recent {
+        recent.remember(nodes.iter().map(|(h, n)| (h, n)));
+    }
+}
+
+/// Follows each single-key path through the remembered nodes, copying them
+/// into `cache`, and returns where each walk has to continue in the store
+/// (none when a path ends in memory). With `siblings`, off-path children
+/// that are not remembered are pushed to `off_path` for one store read.
+fn walk_remembered(
+    recent: &RecentNodes,
+    cache: &mut NodeCache,
+    starts: Vec<PathStart>,
+    siblings: bool,
+    off_path: &mut Vec<Hash>,
+) -> Vec<PathStart> {
+    let mut rest = Vec::new();
+    for start in starts {
+        let (mut hash, mut level) = (start.hash, start.level);
+        loop {
+            if !take_remembered(recent, cache, &hash) {
+                rest.push(PathStart {
+                    hash,
+                    level,
+                    key: start.key,
+                });
+                break;
+            }
+            let Some(Node::Branch { left, right, .. }) = cache.node(&hash) else {
+                break;
+            };
+            let (left, right) = (*left, *right);
+            if level >= MAX_LEVEL {
+                break; // malformed; the descent reports it
+            }
+            let (next, other) = if start.key.bit(level) {
+                (right, left)
+            } else {
+                (left, right)
+            };
+            if siblings
+                && !is_empty_hash(level + 1, &other)
+                && !take_remembered(recent, cache, &other)
+            {
+                off_path.push(other);
+            }
+            if is_empty_hash(level + 1, &next) {
+                break;
+            }
+            hash = next;
+            level += 1;
+        }
+    }
+    rest
+}
+
+/// True when `hash` is in `cache`, after copying it there from `recent` if
+/// it was only remembered.
+fn take_remembered(recent: &RecentNodes, cache: &mut NodeCache, hash: &Hash) -> bool {
+    if cache.contains(hash) {
+        return true;
+    }
+    match recent.get(hash) {
+        Some(node) => {
+            cache.insert(*hash, node);
+            true
+        }
+        None => false,
+    }
 }

@@ -166,7 +166,12 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 return Ok(root);
             }
             match self.store.commit(&update).await.map_err(TreeError::Store)? {
-                CommitOutcome::Committed => return Ok(update.new_root),
+                CommitOutcome::Committed => {
+                    if let Some(recent) = self.store.recent_nodes() {
+                        recent.remember(update.inserts.iter().map(|(h, n)| (h, n)));
+                    }
+                    return Ok(update.new_root);
+                }
                 CommitOutcome::RootMoved { .. } => backoff(attempt).await,
             }
         }
