@@ -117,20 +117,30 @@ impl RecentNodes {
         found
     }
 
-    /// Remembers nodes (read from the store or just written to it). When
-    /// there are more than half the capacity, only the last ones are kept:
-    /// a batch lists children before their parents, so those are the
-    /// upper levels that the next operation reads first.
-    pub fn remember<'a>(&self, nodes: impl DoubleEndedIterator<Item = (&'a Hash, &'a Node)>) {
+    /// Remembers nodes read from the store, at most half the capacity per
+    /// call, taken from the front: pass the nodes nearest the root first
+    /// (path walks return theirs level by level).
+    pub fn remember<'a>(&self, nodes: impl Iterator<Item = (&'a Hash, &'a Node)>) {
         if self.capacity == 0 {
             return;
         }
         let half = self.half();
         let mut g = self.lock();
-        for (hash, node) in nodes.rev().take(half) {
+        for (hash, node) in nodes.take(half) {
             if !g.current.contains_key(hash) {
                 g.insert(*hash, node.clone(), half);
             }
+        }
+    }
+
+    /// Remembers the nodes a commit just wrote, when they fit in half the
+    /// capacity. A larger batch (a big tree or a full-layout tree, whose
+    /// every leaf brings 256 nodes) is skipped: its list is in post-order,
+    /// so no prefix of it is the top of the tree, and it would only push
+    /// out the nodes reads keep using.
+    pub fn remember_written(&self, nodes: &[(Hash, Node)]) {
+        if nodes.len() <= self.half() {
+            self.remember(nodes.iter().map(|(h, n)| (h, n)));
         }
     }
 
@@ -189,13 +199,23 @@ mod tests {
     }
 
     #[test]
-    fn a_large_batch_keeps_its_last_nodes() {
+    fn a_large_read_keeps_its_first_nodes() {
         let recent = RecentNodes::new(4);
         let nodes: Vec<_> = (0..10).map(node).collect();
         recent.remember(nodes.iter().map(|(h, n)| (h, n)));
         assert_eq!(recent.len(), 2);
-        assert!(recent.get(&nodes[9].0).is_some());
-        assert!(recent.get(&nodes[8].0).is_some());
-        assert!(recent.get(&nodes[0].0).is_none());
+        assert!(recent.get(&nodes[0].0).is_some());
+        assert!(recent.get(&nodes[1].0).is_some());
+        assert!(recent.get(&nodes[9].0).is_none());
+    }
+
+    #[test]
+    fn a_write_larger_than_half_is_skipped() {
+        let recent = RecentNodes::new(8);
+        let nodes: Vec<_> = (0..5).map(node).collect();
+        recent.remember_written(&nodes);
+        assert!(recent.is_empty());
+        recent.remember_written(&nodes[..4]);
+        assert_eq!(recent.len(), 4);
     }
 }

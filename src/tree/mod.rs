@@ -168,7 +168,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             match self.store.commit(&update).await.map_err(TreeError::Store)? {
                 CommitOutcome::Committed => {
                     if let Some(recent) = self.store.recent_nodes() {
-                        recent.remember(update.inserts.iter().map(|(h, n)| (h, n)));
+                        recent.remember_written(&update.inserts);
                     }
                     return Ok(update.new_root);
                 }
