@@ -57,9 +57,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let bytes = proof.to_bytes();
     let verified = ms_smt::Proof::from_bytes(&bytes)?.verify(&key, &expected, &root);
     println!(
-        "proof for leaf 42 (key {key}): {} bytes, {} round trips, verified: {verified}",
+        "proof for leaf 42 (key {key}): {} bytes, {} round trips ({} nodes read, {} remembered), verified: {verified}",
         bytes.len(),
-        used.round_trips
+        used.round_trips,
+        used.nodes_read,
+        used.nodes_remembered
     );
     if !verified {
         return Err("the proof did not verify".into());
