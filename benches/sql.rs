@@ -21,7 +21,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
 use ms_smt::{Key, Layout, Leaf, Tree};
 use rand::rngs::StdRng;
@@ -121,6 +122,59 @@ async fn delete_keys<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, 
         .expect("undo");
 }
 
+/// Benches `insert_many(batch)` into `tree`, each timed insert undone by an
+/// untimed delete of the same keys, then prints one operation's counters.
+fn insert_many_undone<S: TreeStore, L: Layout>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    group_name: &str,
+    name: &str,
+    tree: &Tree<S, L>,
+    batch: &[(Key, Leaf)],
+) {
+    g.bench_function(name, |b| {
+        b.to_async(rt).iter_custom(|iters| async move {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                black_box(tree.insert_many(batch.to_vec()).await.expect("insert_many"));
+                total += start.elapsed();
+                delete_keys(tree, batch).await;
+            }
+            total
+        })
+    });
+    let before = tree.store().stats();
+    rt.block_on(tree.insert_many(batch.to_vec()))
+        .expect("insert_many");
+    report(
+        &format!("{group_name}/{name}"),
+        tree.store().stats().since(&before),
+    );
+    rt.block_on(delete_keys(tree, batch));
+}
+
+/// Prints one `merkle_proofs(keys)` call's counters, then benches it.
+fn merkle_proofs_of<S: TreeStore, L: Layout>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    group_name: &str,
+    name: &str,
+    tree: &Tree<S, L>,
+    keys: &[Key],
+) {
+    let before = tree.store().stats();
+    rt.block_on(tree.merkle_proofs(keys)).expect("proofs");
+    report(
+        &format!("{group_name}/{name}"),
+        tree.store().stats().since(&before),
+    );
+    g.bench_function(name, |b| {
+        b.to_async(rt)
+            .iter(|| async move { black_box(tree.merkle_proofs(keys).await.expect("proofs")) })
+    });
+}
+
 /// Benches one layout on one store kind.
 fn bench_layout<F: Factory, L: Layout>(
     c: &mut Criterion,
@@ -191,65 +245,31 @@ fn bench_layout<F: Factory, L: Layout>(
     let root = rt.block_on(tree.root()).expect("root");
     for n in [100usize, 1000] {
         let batch = &fresh[..n];
-        let name = format!("insert_many/into10k/{n}");
-        let t = &tree;
-        g.bench_function(&name, |b| {
-            b.to_async(rt).iter_custom(|iters| async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let start = Instant::now();
-                    black_box(t.insert_many(batch.to_vec()).await.expect("insert_many"));
-                    total += start.elapsed();
-                    delete_keys(t, batch).await;
-                }
-                total
-            })
-        });
-        let before = tree.store().stats();
-        rt.block_on(tree.insert_many(batch.to_vec()))
-            .expect("insert_many");
-        report(
-            &format!("{group_name}/{name}"),
-            tree.store().stats().since(&before),
+        insert_many_undone(
+            &mut g,
+            rt,
+            &group_name,
+            &format!("insert_many/into10k/{n}"),
+            &tree,
+            batch,
         );
-        rt.block_on(delete_keys(&tree, batch));
         assert_eq!(
             rt.block_on(tree.root()).expect("root"),
             root,
             "undo restores the tree"
         );
-
         // The same through a handle that remembers nothing: every node the
         // descent needs is read from the database.
         if let Some(cold) = f.cold(tree.store()) {
             let cold = Tree::<F::S, L>::new(cold);
-            let c = &cold;
             let name = format!("insert_many/into10k/{n}/cold");
-            g.bench_function(&name, |b| {
-                b.to_async(rt).iter_custom(|iters| async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let start = Instant::now();
-                        black_box(c.insert_many(batch.to_vec()).await.expect("insert_many"));
-                        total += start.elapsed();
-                        delete_keys(c, batch).await;
-                    }
-                    total
-                })
-            });
-            let before = cold.store().stats();
-            rt.block_on(cold.insert_many(batch.to_vec()))
-                .expect("insert_many");
-            report(
-                &format!("{group_name}/{name}"),
-                cold.store().stats().since(&before),
-            );
-            rt.block_on(delete_keys(&cold, batch));
+            insert_many_undone(&mut g, rt, &group_name, &name, &cold, batch);
         }
 
         if full_tree && n > 100 && f.label() != "memory" {
             continue;
         }
+        let t = &tree;
         let name = format!("insert_loop/into10k/{n}");
         g.bench_function(&name, |b| {
             b.to_async(rt).iter_custom(|iters| async move {
@@ -267,12 +287,18 @@ fn bench_layout<F: Factory, L: Layout>(
 
     // Reads from the 10,000-leaf tree.
     let keys: Vec<Key> = seed.iter().take(1000).map(|(k, _)| *k).collect();
-    let before = tree.store().stats();
-    rt.block_on(tree.merkle_proofs(&keys)).expect("proofs");
-    report(
-        &format!("{group_name}/merkle_proofs/1000"),
-        tree.store().stats().since(&before),
-    );
+    merkle_proofs_of(&mut g, rt, &group_name, "merkle_proofs/1000", &tree, &keys);
+    if let Some(cold) = f.cold(tree.store()) {
+        let cold = Tree::<F::S, L>::new(cold);
+        merkle_proofs_of(
+            &mut g,
+            rt,
+            &group_name,
+            "merkle_proofs/1000/cold",
+            &cold,
+            &keys,
+        );
+    }
     let before = tree.store().stats();
     rt.block_on(tree.get_many(&keys)).expect("gets");
     report(
@@ -281,28 +307,10 @@ fn bench_layout<F: Factory, L: Layout>(
     );
     let t = &tree;
     let k = &keys;
-    g.bench_function("merkle_proofs/1000", |b| {
-        b.to_async(rt)
-            .iter(|| async move { black_box(t.merkle_proofs(k).await.expect("proofs")) })
-    });
     g.bench_function("get_many/1000", |b| {
         b.to_async(rt)
             .iter(|| async move { black_box(t.get_many(k).await.expect("gets")) })
     });
-    if let Some(cold) = f.cold(tree.store()) {
-        let cold = Tree::<F::S, L>::new(cold);
-        let before = cold.store().stats();
-        rt.block_on(cold.merkle_proofs(&keys)).expect("proofs");
-        report(
-            &format!("{group_name}/merkle_proofs/1000/cold"),
-            cold.store().stats().since(&before),
-        );
-        let c = &cold;
-        g.bench_function("merkle_proofs/1000/cold", |b| {
-            b.to_async(rt)
-                .iter(|| async move { black_box(c.merkle_proofs(k).await.expect("proofs")) })
-        });
-    }
     g.bench_function("merkle_proof_loop/1000", |b| {
         b.to_async(rt).iter(|| async move {
             for key in k {
