@@ -53,15 +53,9 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
     while !want.is_empty() {
         want.sort_unstable();
         want.dedup();
-        want.retain(|h| !cache.contains(h));
-        if let Some(recent) = recent {
-            want.retain(|h| match recent.get(h) {
-                Some(node) => {
-                    cache.insert(*h, node);
-                    false
-                }
-                None => true,
-            });
+        match recent {
+            Some(recent) => want.retain(|h| !take_remembered(recent, &mut cache, h)),
+            None => want.retain(|h| !cache.contains(h)),
         }
         if !want.is_empty() {
             let nodes = store.fetch_nodes(&want).await.map_err(TreeError::Store)?;
