@@ -42,7 +42,7 @@ use ms_smt::store::{
     CommitOutcome, MemoryStore, PathStart, PostgresStore, RecentNodes, SqliteStore, StoreStats,
     TreeStore, UpdateBatch,
 };
-use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Proof, Tree};
+use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Position, Proof, Tree};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -1479,7 +1479,7 @@ async fn bad_batches<S: TestStore>(base: S) {
             old_root: root,
             new_root: moved,
             inserts: vec![],
-            deletes: vec![stranger],
+            deletes: vec![(Position::ROOT, stranger)],
         },
         stranger,
     )
@@ -1492,7 +1492,7 @@ async fn bad_batches<S: TestStore>(base: S) {
             old_root: root,
             new_root: moved,
             inserts: vec![],
-            deletes: vec![root.hash, root.hash],
+            deletes: vec![(Position::ROOT, root.hash), (Position::ROOT, root.hash)],
         },
         root.hash,
     )
@@ -1504,8 +1504,8 @@ async fn bad_batches<S: TestStore>(base: S) {
         UpdateBatch {
             old_root: root,
             new_root: moved,
-            inserts: vec![(fresh_hash, fresh)],
-            deletes: vec![root.hash, stranger],
+            inserts: vec![(Position::ROOT, fresh_hash, fresh)],
+            deletes: vec![(Position::ROOT, root.hash), (Position::ROOT, stranger)],
         },
         stranger,
     )

@@ -4,14 +4,19 @@ use std::collections::HashMap;
 
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
+use crate::position::Position;
 
 /// Everything one write changes, produced by the read phase and applied by
 /// [`TreeStore::commit`](super::TreeStore::commit) in one atomic step.
 ///
-/// `inserts` and `deletes` count positions: each insert adds one reference
-/// to the node under that hash (creating the row if new), each delete drops
-/// one (removing the row when none remain). The same hash may appear several
-/// times; [`UpdateBatch::net_changes`] folds them.
+/// Every change names its [`Position`] and the node's hash: position-keyed
+/// stores (SQL strata) replace what sits at each position; hash-keyed
+/// stores (memory) count references instead, one per position: each insert
+/// adds one to the node under that hash (creating it if new), each delete
+/// drops one (removing it when none remain). The same hash may appear
+/// several times; [`UpdateBatch::net_changes`] folds them. A position
+/// appears at most once among the inserts and at most once among the
+/// deletes (a replaced node is one of each).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateBatch {
     /// The root the batch was planned against; commit refuses to apply it
@@ -19,10 +24,11 @@ pub struct UpdateBatch {
     pub old_root: ComputedNode,
     /// The root after the batch.
     pub new_root: ComputedNode,
-    /// Nodes placed at new positions.
-    pub inserts: Vec<(Hash, Node)>,
-    /// Hashes of nodes removed from positions.
-    pub deletes: Vec<Hash>,
+    /// Nodes placed at positions: where, the node's hash, the node.
+    pub inserts: Vec<(Position, Hash, Node)>,
+    /// Nodes removed from positions: where, and the hash of the node that
+    /// was there.
+    pub deletes: Vec<(Position, Hash)>,
 }
 
 /// The net effect of a batch on one node row.
@@ -50,7 +56,7 @@ impl UpdateBatch {
                 self.inserts.len() + self.deletes.len(),
                 Default::default(),
             );
-        for (hash, node) in &self.inserts {
+        for (_, hash, node) in &self.inserts {
             let e = map.entry(*hash).or_insert(NetChange {
                 hash: *hash,
                 delta: 0,
@@ -59,7 +65,7 @@ impl UpdateBatch {
             e.delta = e.delta.saturating_add(1);
             e.node = Some(node);
         }
-        for hash in &self.deletes {
+        for (_, hash) in &self.deletes {
             let e = map.entry(*hash).or_insert(NetChange {
                 hash: *hash,
                 delta: 0,

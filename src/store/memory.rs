@@ -130,7 +130,7 @@ impl MemoryStore {
         space
             .nodes
             .reserve(batch.inserts.len().saturating_sub(batch.deletes.len()));
-        for (hash, node) in &batch.inserts {
+        for (_, hash, node) in &batch.inserts {
             space
                 .nodes
                 .entry(*hash)
@@ -141,7 +141,7 @@ impl MemoryStore {
                 .refs += 1;
         }
         let mut removed: Vec<(Hash, Entry)> = Vec::new();
-        for (done, hash) in batch.deletes.iter().enumerate() {
+        for (done, (_, hash)) in batch.deletes.iter().enumerate() {
             let ok = match space.nodes.get(hash).map(|e| e.refs) {
                 Some(refs) if refs > 1 => {
                     if let Some(e) = space.nodes.get_mut(hash) {
@@ -175,14 +175,14 @@ impl MemoryStore {
         for (hash, entry) in removed {
             space.nodes.insert(hash, entry);
         }
-        for hash in &batch.deletes[..deletes_done] {
+        for (_, hash) in &batch.deletes[..deletes_done] {
             if let Some(e) = space.nodes.get_mut(hash) {
                 e.refs += 1;
             }
         }
         // `removed` entries were re-inserted with refs 0 before their delete;
         // the loop above restored them to 1 along with the others.
-        for (hash, _) in &batch.inserts {
+        for (_, hash, _) in &batch.inserts {
             if let Some(e) = space.nodes.get_mut(hash) {
                 e.refs -= 1;
                 if e.refs == 0 {

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::hash::Hash;
 use crate::node::Node;
+use crate::position::Position;
 
 /// Nodes remembered by default: about 17 MB of branches, enough to hold
 /// every node of a 60,000-leaf compacted tree, or the top levels of a
@@ -138,9 +139,9 @@ impl RecentNodes {
     /// every leaf brings 256 nodes) is skipped: its list is in post-order,
     /// so no prefix of it is the top of the tree, and it would only push
     /// out the nodes reads keep using.
-    pub fn remember_written(&self, nodes: &[(Hash, Node)]) {
+    pub fn remember_written(&self, nodes: &[(Position, Hash, Node)]) {
         if nodes.len() <= self.half() {
-            self.remember(nodes.iter().map(|(h, n)| (h, n)));
+            self.remember(nodes.iter().map(|(_, h, n)| (h, n)));
         }
     }
 
@@ -212,7 +213,12 @@ mod tests {
     #[test]
     fn a_write_larger_than_half_is_skipped() {
         let recent = RecentNodes::new(8);
-        let nodes: Vec<_> = (0..5).map(node).collect();
+        let nodes: Vec<_> = (0..5)
+            .map(|i| {
+                let (h, n) = node(i);
+                (Position::ROOT, h, n)
+            })
+            .collect();
         recent.remember_written(&nodes);
         assert!(recent.is_empty());
         recent.remember_written(&nodes[..4]);

@@ -10,6 +10,7 @@
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
+use crate::key::Key;
 use crate::node::{Node, compacted_hash};
 use crate::store::NodeSource;
 use crate::sum;
@@ -45,7 +46,7 @@ pub(crate) fn update<'a, R: NodeSource>(
                     if others_empty && items[hit].leaf == leaf {
                         return Ok(unchanged);
                     }
-                    p.deletes.push(hash);
+                    p.delete(level, &key, hash);
                     build(p, level, items)
                 }
                 Err(at) => {
@@ -53,7 +54,7 @@ pub(crate) fn update<'a, R: NodeSource>(
                         // Deleting absent keys writes nothing (spec §9 B2).
                         return Ok(unchanged);
                     }
-                    p.deletes.push(hash);
+                    p.delete(level, &key, hash);
                     let mut merged = Vec::with_capacity(items.len() + 1);
                     merged.extend_from_slice(&items[..at]);
                     merged.push(Item { key, leaf });
@@ -79,8 +80,8 @@ pub(crate) fn update<'a, R: NodeSource>(
             if new.hash(level) == hash {
                 return Ok(new);
             }
-            p.deletes.push(hash);
-            queue_joined(p, level, &new, node, &l, &r);
+            p.delete(level, &path, hash);
+            queue_joined(p, level, &path, &new, node, &l, &r);
             Ok(new)
         }
         Node::Leaf(_) => Err(PlanError::UnexpectedNode {
@@ -132,13 +133,14 @@ fn join<'a>(level: usize, l: Sub<'a>, r: Sub<'a>) -> Result<(Sub<'a>, Option<Nod
 fn queue_joined<R: NodeSource>(
     p: &mut Planner<'_, R>,
     level: usize,
+    path: &Key,
     new: &Sub<'_>,
     node: Option<Node>,
     l: &Sub<'_>,
     r: &Sub<'_>,
 ) {
     match (new, node) {
-        (_, Some(node)) => p.inserts.push((new.hash(level), node)),
+        (_, Some(node)) => p.insert(level, path, new.hash(level), node),
         (Sub::Compacted { hash, key, leaf }, None) => {
             let child = if matches!(l, Sub::Compacted { .. }) {
                 l
@@ -149,15 +151,17 @@ fn queue_joined<R: NodeSource>(
                 hash: child_hash, ..
             } = child
             {
-                p.deletes.push(*child_hash);
+                p.delete(level + 1, key, *child_hash);
             }
-            p.inserts.push((
+            p.insert(
+                level,
+                key,
                 *hash,
                 Node::Compacted {
                     key: *key,
                     leaf: (*leaf).clone(),
                 },
-            ));
+            );
         }
         _ => {}
     }
@@ -176,13 +180,15 @@ pub(crate) fn build<'a, R: NodeSource>(
     let head = items[0];
     let Some(split_level) = head.key.first_difference(&items[items.len() - 1].key) else {
         let hash = compacted_hash(level, &head.key, head.leaf);
-        p.inserts.push((
+        p.insert(
+            level,
+            &head.key,
             hash,
             Node::Compacted {
                 key: head.key,
                 leaf: head.leaf.clone(),
             },
-        ));
+        );
         return Ok(Sub::Compacted {
             hash,
             key: head.key,
@@ -195,7 +201,12 @@ pub(crate) fn build<'a, R: NodeSource>(
     let sum = sum::add(l.sum(), r.sum(), split_level)?;
     let (mut left, mut right) = (l.hash(split_level + 1), r.hash(split_level + 1));
     let mut hash = branch_hash(&left, &right, sum);
-    p.inserts.push((hash, Node::Branch { left, right, sum }));
+    p.insert(
+        split_level,
+        &head.key,
+        hash,
+        Node::Branch { left, right, sum },
+    );
     // One-child branches up to `level`: the subtree still holds two or more
     // leaves, so it stays a branch at every level (the shape Go's merge makes).
     for lvl in (level..split_level).rev() {
@@ -206,7 +217,7 @@ pub(crate) fn build<'a, R: NodeSource>(
             (hash, empty)
         };
         hash = branch_hash(&left, &right, sum);
-        p.inserts.push((hash, Node::Branch { left, right, sum }));
+        p.insert(lvl, &head.key, hash, Node::Branch { left, right, sum });
     }
     Ok(Sub::Branch(crate::node::ComputedNode::new(hash, sum)))
 }

@@ -4,7 +4,7 @@
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
-use crate::key::MAX_LEVEL;
+use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
 use crate::store::NodeSource;
 use crate::sum;
@@ -46,8 +46,8 @@ pub(crate) fn update<'a, R: NodeSource>(
     };
     let new = join(level, l, r)?;
     if new.hash(level) != hash {
-        p.deletes.push(hash);
-        queue(p, level, &l, &r, &new);
+        p.delete(level, &path, hash);
+        queue(p, level, &path, &l, &r, &new);
     }
     Ok(new)
 }
@@ -76,7 +76,7 @@ fn update_leaf<'a, R: NodeSource>(
         if old == item.leaf {
             return Ok(Sub::Leaf { hash, leaf: old });
         }
-        p.deletes.push(hash);
+        p.delete(MAX_LEVEL, &item.key, hash);
     }
     Ok(new_leaf(p, item))
 }
@@ -86,7 +86,7 @@ fn new_leaf<'a, R: NodeSource>(p: &mut Planner<'a, R>, item: &Item<'a>) -> Sub<'
         return Sub::Empty;
     }
     let hash = item.leaf.hash();
-    p.inserts.push((hash, Node::Leaf(item.leaf.clone())));
+    p.insert(MAX_LEVEL, &item.key, hash, Node::Leaf(item.leaf.clone()));
     Sub::Leaf {
         hash,
         leaf: item.leaf,
@@ -106,19 +106,22 @@ fn join<'a>(level: usize, l: Sub<'a>, r: Sub<'a>) -> Result<Sub<'a>, PlanError> 
 fn queue<R: NodeSource>(
     p: &mut Planner<'_, R>,
     level: usize,
+    path: &Key,
     l: &Sub<'_>,
     r: &Sub<'_>,
     new: &Sub<'_>,
 ) {
     if let Sub::Branch(c) = new {
-        p.inserts.push((
+        p.insert(
+            level,
+            path,
             c.hash,
             Node::Branch {
                 left: l.hash(level + 1),
                 right: r.hash(level + 1),
                 sum: c.sum,
             },
-        ));
+        );
     }
 }
 
@@ -139,7 +142,7 @@ fn build<'a, R: NodeSource>(
             let l = build(p, split_level + 1, &items[..split])?;
             let r = build(p, split_level + 1, &items[split..])?;
             let joined = join(split_level, l, r)?;
-            queue(p, split_level, &l, &r, &joined);
+            queue(p, split_level, &head.key, &l, &r, &joined);
             (joined, split_level)
         }
     };
@@ -154,7 +157,7 @@ fn build<'a, R: NodeSource>(
             (child, empty)
         };
         let hash = branch_hash(&left, &right, sum);
-        p.inserts.push((hash, Node::Branch { left, right, sum }));
+        p.insert(lvl, &head.key, hash, Node::Branch { left, right, sum });
         node = Sub::Branch(ComputedNode::new(hash, sum));
     }
     Ok(node)

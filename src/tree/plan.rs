@@ -8,6 +8,7 @@ use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::position::Position;
 use crate::store::{NodeSource, UpdateBatch};
 use crate::tree::items::{Item, batch_sum, prepare};
 use crate::tree::{LayoutKind, compacted, full};
@@ -54,8 +55,8 @@ impl Sub<'_> {
 /// The descent's state: where it reads, what it queued, what it replaced.
 pub(crate) struct Planner<'a, R: NodeSource> {
     pub source: &'a R,
-    pub inserts: Vec<(Hash, Node)>,
-    pub deletes: Vec<Hash>,
+    pub inserts: Vec<(Position, Hash, Node)>,
+    pub deletes: Vec<(Position, Hash)>,
     /// Sum of the non-empty leaves at batch keys that the batch replaces or deletes.
     pub replaced: u128,
 }
@@ -92,6 +93,18 @@ impl<'a, R: NodeSource> Planner<'a, R> {
             },
             Node::Leaf(leaf) => Sub::Leaf { hash, leaf },
         })
+    }
+
+    /// Queues `node` (hashing to `hash`) for the position at `level` on
+    /// `key`'s path.
+    pub fn insert(&mut self, level: usize, key: &Key, hash: Hash, node: Node) {
+        self.inserts.push((Position::new(level, key), hash, node));
+    }
+
+    /// Queues the removal of the node `hash` from the position at `level`
+    /// on `key`'s path.
+    pub fn delete(&mut self, level: usize, key: &Key, hash: Hash) {
+        self.deletes.push((Position::new(level, key), hash));
     }
 
     pub fn replaced(&mut self, sum: u64) {
