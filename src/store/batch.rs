@@ -14,9 +14,10 @@ use crate::position::Position;
 /// stores (memory) count references instead, one per position: each insert
 /// adds one to the node under that hash (creating it if new), each delete
 /// drops one (removing it when none remain). The same hash may appear
-/// several times; [`UpdateBatch::net_changes`] folds them. A position
-/// appears at most once among the inserts and at most once among the
-/// deletes (a replaced node is one of each).
+/// several times; [`UpdateBatch::net_changes`] folds them. A position may
+/// appear among the deletes more than once when the batch places a node
+/// there and moves it on (a compacted leaf pulled up several levels); the
+/// net change per position is what counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateBatch {
     /// The root the batch was planned against; commit refuses to apply it

@@ -19,6 +19,7 @@ mod recent;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub mod strata;
 
 pub use batch::{NetChange, UpdateBatch};
 pub use counters::{Counters, StoreStats};
