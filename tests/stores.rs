@@ -236,10 +236,30 @@ type NodeRowDump = (
 );
 type RootRowDump = (String, Vec<u8>, i64);
 
-const DUMP_NODES_SQLITE: &str = "SELECT namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs \
-     FROM ms_smt_nodes WHERE namespace = ? ORDER BY hash";
-const DUMP_ROOTS_SQLITE: &str =
-    "SELECT namespace, hash, sum FROM ms_smt_roots WHERE namespace = ? ORDER BY hash";
+const DUMP_STRATA_SQLITE: &str = "SELECT s.path, s.depth, s.body FROM ms_smt_strata s \
+     JOIN ms_smt_namespaces n ON n.id = s.ns WHERE n.name = ? ORDER BY s.path, s.depth";
+const DUMP_ROOTS_SQLITE: &str = "SELECT name, root_hash, root_sum FROM ms_smt_namespaces \
+     WHERE name = ? AND root_hash IS NOT NULL";
+
+type StrataRowDump = (Vec<u8>, i64, Vec<u8>);
+type NsRootDump = (String, Vec<u8>, i64);
+
+/// Every node sum inside strata bodies, as the i64 with the same bits.
+fn body_sums(rows: &[StrataRowDump], height: u8) -> Vec<i64> {
+    let height = ms_smt::store::StratumHeight::new(height).expect("height");
+    rows.iter()
+        .flat_map(|(_, depth, body)| {
+            let row = ms_smt::store::strata::Row::decode(
+                usize::try_from(*depth).expect("depth"),
+                height,
+                body,
+            )
+            .expect("row decodes");
+            row.nodes().expect("row nodes").1
+        })
+        .map(|(_, node)| i64::from_ne_bytes(node.sum().to_ne_bytes()))
+        .collect()
+}
 
 impl TestStore for SqliteStore {
     const KIND: &'static str = "sqlite";
@@ -264,53 +284,66 @@ impl TestStore for SqliteStore {
     }
 
     async fn node_rows(&self) -> usize {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_nodes WHERE namespace = ?")
-            .bind(self.namespace_name())
-            .fetch_one(self.pool())
-            .await
-            .expect("count nodes");
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM ms_smt_strata s JOIN ms_smt_namespaces n ON n.id = s.ns \
+             WHERE n.name = ?",
+        )
+        .bind(self.namespace_name())
+        .fetch_one(self.pool())
+        .await
+        .expect("count rows");
         usize::try_from(n).expect("row count")
     }
 
     async fn root_rows(&self) -> usize {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_roots WHERE namespace = ?")
-            .bind(self.namespace_name())
-            .fetch_one(self.pool())
-            .await
-            .expect("count roots");
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM ms_smt_namespaces WHERE name = ? AND root_hash IS NOT NULL",
+        )
+        .bind(self.namespace_name())
+        .fetch_one(self.pool())
+        .await
+        .expect("count roots");
         usize::try_from(n).expect("row count")
     }
 
     async fn dump(&self) -> Vec<String> {
-        let nodes: Vec<NodeRowDump> = sqlx::query_as(DUMP_NODES_SQLITE)
+        let rows: Vec<StrataRowDump> = sqlx::query_as(DUMP_STRATA_SQLITE)
             .bind(self.namespace_name())
             .fetch_all(self.pool())
             .await
-            .expect("dump nodes");
-        let roots: Vec<RootRowDump> = sqlx::query_as(DUMP_ROOTS_SQLITE)
+            .expect("dump rows");
+        let roots: Vec<NsRootDump> = sqlx::query_as(DUMP_ROOTS_SQLITE)
             .bind(self.namespace_name())
             .fetch_all(self.pool())
             .await
             .expect("dump roots");
-        let mut out: Vec<String> = nodes.iter().map(|r| format!("{r:?}")).collect();
+        let mut out: Vec<String> = rows.iter().map(|r| format!("{r:?}")).collect();
         out.extend(roots.iter().map(|r| format!("root {r:?}")));
         out
     }
 
     async fn raw_sums(&self) -> Option<RawSums> {
-        let nodes: Vec<i64> =
-            sqlx::query_scalar("SELECT sum FROM ms_smt_nodes WHERE namespace = ?")
-                .bind(self.namespace_name())
-                .fetch_all(self.pool())
-                .await
-                .expect("node sums");
-        let root: Option<i64> =
-            sqlx::query_scalar("SELECT sum FROM ms_smt_roots WHERE namespace = ?")
-                .bind(self.namespace_name())
-                .fetch_optional(self.pool())
-                .await
-                .expect("root sum");
-        Some(RawSums { nodes, root })
+        let rows: Vec<StrataRowDump> = sqlx::query_as(DUMP_STRATA_SQLITE)
+            .bind(self.namespace_name())
+            .fetch_all(self.pool())
+            .await
+            .expect("dump rows");
+        let height: i64 = sqlx::query_scalar("SELECT height FROM ms_smt_namespaces WHERE name = ?")
+            .bind(self.namespace_name())
+            .fetch_one(self.pool())
+            .await
+            .expect("height");
+        let root: Option<i64> = sqlx::query_scalar(
+            "SELECT root_sum FROM ms_smt_namespaces WHERE name = ? AND root_hash IS NOT NULL",
+        )
+        .bind(self.namespace_name())
+        .fetch_optional(self.pool())
+        .await
+        .expect("root sum");
+        Some(RawSums {
+            nodes: body_sums(&rows, u8::try_from(height).expect("height")),
+            root,
+        })
     }
 }
 
@@ -1730,6 +1763,10 @@ impl<S: TreeStore> TreeStore for Probe<S> {
         self.inner.supports_key_paths()
     }
 
+    fn reads_by_position(&self) -> bool {
+        self.inner.reads_by_position()
+    }
+
     fn fetch_key_paths(
         &self,
         starts: &[PathStart],
@@ -2108,7 +2145,7 @@ async fn host_app_sqlite() {
     tables_after.retain(|t| !tables_before.contains(t));
     assert_eq!(
         tables_after,
-        ["ms_smt_migrations", "ms_smt_nodes", "ms_smt_roots"]
+        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"]
     );
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
@@ -2532,6 +2569,10 @@ impl<L: Layout> TreeStore for Interfere<L> {
 
     fn supports_key_paths(&self) -> bool {
         self.inner.supports_key_paths()
+    }
+
+    fn reads_by_position(&self) -> bool {
+        self.inner.reads_by_position()
     }
 
     async fn fetch_key_paths(

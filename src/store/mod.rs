@@ -10,6 +10,8 @@
 mod batch;
 mod counters;
 mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod migrate;
 #[cfg(feature = "sqlite")]
 mod packed;
 #[cfg(feature = "postgres")]
@@ -24,13 +26,16 @@ pub mod strata;
 pub use batch::{NetChange, UpdateBatch};
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use migrate::RebuildError;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::SqlStoreError;
+pub use sql::{MigrationError, SqlStoreError};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
+pub use strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 
 use std::future::Future;
 
@@ -88,6 +93,16 @@ pub trait TreeStore: Send + Sync {
 
     /// True when the store implements [`fetch_key_paths`](Self::fetch_key_paths).
     fn supports_key_paths(&self) -> bool {
+        false
+    }
+
+    /// True when the store files nodes by position, not by hash (the SQL
+    /// strata layout): the tree then reads every key's path with one
+    /// [`fetch_key_paths`](Self::fetch_key_paths) call from the root (or
+    /// from where remembered nodes end) and never calls
+    /// [`fetch_nodes`](Self::fetch_nodes). Such stores return each path's
+    /// nodes with the off-path children of every branch passed.
+    fn reads_by_position(&self) -> bool {
         false
     }
 

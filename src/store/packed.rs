@@ -9,16 +9,15 @@
 //! it is prepared once per connection and cached.
 //!
 //! Layouts, for row `i` counted from 0 by [`INDEX_CTE`]:
-//! * 32-byte hashes: `substr(blob, i * 32 + 1, 32)`;
+//! * 32-byte fields (hashes, zero-padded row paths): `substr(blob, i * 32 + 1, n)`;
+//! * small integers (depths): 3 ASCII digits each;
 //! * integers: [`INT_WIDTH`] ASCII characters each (`{:020}`, sign
 //!   included), read with `CAST(substr(blob, i * 20 + 1, 20) AS INTEGER)`
 //!   (a blob cast to an integer is read as text);
-//! * one kind byte per row ([`KIND_BRANCH`] ...) saying which optional
-//!   columns the row has; absent 32-byte fields are packed as zeros;
-//! * variable-length values: concatenated, with an offset and a length
+//! * variable-length bodies: concatenated, with an offset and a length
 //!   (integers) per row.
 
-use super::sql::Changes;
+use super::strata::RowKey;
 
 /// Counts `0 .. ?2` (the rows packed into the blob parameters): the driving
 /// table of every packed statement. `?2` must be at least 1.
@@ -28,20 +27,11 @@ pub(crate) const INDEX_CTE: &str =
 /// Characters per packed integer: an i64 with its sign, zero-padded.
 pub(crate) const INT_WIDTH: usize = 20;
 
-/// Kind byte of a branch row (`l_hash`, `r_hash`): `x'42'` in SQL.
-pub(crate) const KIND_BRANCH: u8 = b'B';
-/// Kind byte of a plain leaf row (`value`): `x'4c'` in SQL.
-pub(crate) const KIND_LEAF: u8 = b'L';
-/// Kind byte of a compacted leaf row (`leaf_key`, `value`): `x'43'` in SQL.
-pub(crate) const KIND_COMPACTED: u8 = b'C';
-/// Kind byte of a row that only changes a reference count: `x'4e'` in SQL.
-pub(crate) const KIND_COUNT_ONLY: u8 = b'N';
-
 /// Rows per packed statement at most.
-const MAX_ROWS: usize = 16_384;
-/// Value bytes per packed statement at most (SQLite's own limit on one
+pub(crate) const MAX_ROWS: usize = 16_384;
+/// Body bytes per packed statement at most (SQLite's own limit on one
 /// blob is 1 GB by default).
-const MAX_VALUE_BYTES: usize = 64 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// Appends `v` as [`INT_WIDTH`] ASCII characters.
 pub(crate) fn push_int(out: &mut Vec<u8>, v: i64) {
@@ -53,76 +43,52 @@ pub(crate) fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Rows of a [`Changes`] packed column by column (see the module docs).
+/// Strata row keys (and, for writes, bodies) packed column by column:
+/// paths zero-padded to 32 bytes (`substr(?, i * 32 + 1, (depth + 7) / 8)`
+/// cuts the real path back out), depths as 3-digit text, bodies
+/// concatenated with an offset and a length each.
 #[derive(Debug, Default)]
 pub(crate) struct PackedRows {
     /// Number of rows.
     pub len: usize,
-    /// 32-byte node hashes.
-    pub hash: Vec<u8>,
-    /// One kind byte per row.
-    pub kind: Vec<u8>,
-    /// 32-byte left child hashes (zeros unless a branch).
-    pub l_hash: Vec<u8>,
-    /// 32-byte right child hashes (zeros unless a branch).
-    pub r_hash: Vec<u8>,
-    /// 32-byte compacted-leaf keys (zeros unless a compacted leaf).
-    pub leaf_key: Vec<u8>,
-    /// Leaf values, concatenated.
-    pub value: Vec<u8>,
-    /// Offset of each row's value in `value` (integers).
-    pub value_at: Vec<u8>,
-    /// Length of each row's value (integers).
-    pub value_len: Vec<u8>,
-    /// Sums as SQL integers (integers).
-    pub sum: Vec<u8>,
-    /// Reference-count deltas (integers).
-    pub delta: Vec<u8>,
+    /// 32-byte zero-padded paths.
+    pub path: Vec<u8>,
+    /// Depths, 3 ASCII digits each.
+    pub depth: Vec<u8>,
+    /// Bodies, concatenated.
+    pub body: Vec<u8>,
+    /// Offset of each body in `body` (integers).
+    pub body_at: Vec<u8>,
+    /// Length of each body (integers).
+    pub body_len: Vec<u8>,
 }
 
 impl PackedRows {
-    /// Packs the rows of `changes` at `rows`, in order, into as few chunks
-    /// as the size limits allow.
-    pub fn chunks(changes: &Changes<'_>, rows: impl IntoIterator<Item = usize>) -> Vec<PackedRows> {
+    /// Packs `(key, body)` rows, in order, into as few chunks as the size
+    /// limits allow (pass empty bodies for keys alone).
+    pub fn chunks<'a>(rows: impl IntoIterator<Item = (&'a RowKey, &'a [u8])>) -> Vec<PackedRows> {
         let mut out: Vec<PackedRows> = Vec::new();
         let mut cur = PackedRows::default();
-        for i in rows {
-            let value = changes.value[i].unwrap_or_default();
+        for (key, body) in rows {
             if cur.len == MAX_ROWS
-                || (cur.len > 0 && cur.value.len().saturating_add(value.len()) > MAX_VALUE_BYTES)
+                || (cur.len > 0 && cur.body.len().saturating_add(body.len()) > MAX_BODY_BYTES)
             {
                 out.push(std::mem::take(&mut cur));
             }
-            cur.push(changes, i);
+            let mut path = [0u8; 32];
+            path[..key.path.len()].copy_from_slice(&key.path);
+            cur.path.extend_from_slice(&path);
+            cur.depth
+                .extend_from_slice(format!("{:03}", key.depth.min(999)).as_bytes());
+            push_int(&mut cur.body_at, count(cur.body.len()));
+            push_int(&mut cur.body_len, count(body.len()));
+            cur.body.extend_from_slice(body);
+            cur.len += 1;
         }
         if cur.len > 0 {
             out.push(cur);
         }
         out
-    }
-
-    fn push(&mut self, changes: &Changes<'_>, i: usize) {
-        const ZERO: [u8; 32] = [0; 32];
-        let field =
-            |f: Option<&[u8]>| -> [u8; 32] { f.and_then(|b| b.try_into().ok()).unwrap_or(ZERO) };
-        let kind = match (changes.l_hash[i], changes.leaf_key[i], changes.value[i]) {
-            (Some(_), _, _) => KIND_BRANCH,
-            (None, Some(_), _) => KIND_COMPACTED,
-            (None, None, Some(_)) => KIND_LEAF,
-            (None, None, None) => KIND_COUNT_ONLY,
-        };
-        let value = changes.value[i].unwrap_or_default();
-        self.hash.extend_from_slice(changes.hash[i]);
-        self.kind.push(kind);
-        self.l_hash.extend_from_slice(&field(changes.l_hash[i]));
-        self.r_hash.extend_from_slice(&field(changes.r_hash[i]));
-        self.leaf_key.extend_from_slice(&field(changes.leaf_key[i]));
-        push_int(&mut self.value_at, count(self.value.len()));
-        push_int(&mut self.value_len, count(value.len()));
-        self.value.extend_from_slice(value);
-        push_int(&mut self.sum, changes.sum[i]);
-        push_int(&mut self.delta, changes.delta[i]);
-        self.len += 1;
     }
 }
 

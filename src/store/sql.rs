@@ -33,6 +33,35 @@ pub enum SqlStoreError {
         /// The node hash.
         hash: Hash,
     },
+    /// A strata row of the namespace does not decode, or a batch does not
+    /// fit the stored rows (a delete of a node that is not stored where
+    /// the batch says); nothing was written.
+    #[error("namespace {namespace:?}: {source}")]
+    Rows {
+        /// Namespace.
+        namespace: String,
+        /// What is wrong.
+        #[source]
+        source: super::strata::StrataError,
+    },
+    /// A namespace stored in the hash-keyed schema of earlier versions
+    /// could not be moved to the strata layout; its old rows are kept
+    /// and nothing of it was written in the new tables.
+    #[error("namespace {namespace:?} cannot be migrated: {source}")]
+    Migration {
+        /// Namespace.
+        namespace: String,
+        /// Why.
+        #[source]
+        source: MigrationError,
+    },
+    /// The store files nodes by position; nodes cannot be read by hash
+    /// alone ([`TreeStore::reads_by_position`](super::TreeStore::reads_by_position)).
+    #[error("this store reads nodes by position, not by hash")]
+    NotByHash,
+    /// The stratum height asked for is outside 1..=6.
+    #[error("stratum height {0} is outside 1..=6")]
+    StratumHeight(i64),
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {
@@ -41,6 +70,21 @@ pub enum SqlStoreError {
         /// Highest version known.
         supported: i64,
     },
+}
+
+/// Why a namespace of the hash-keyed schema could not be migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    /// The old tree is incomplete or malformed (a node missing from the
+    /// old table, a node kind that cannot sit where it was found).
+    #[error("old tree: {0}")]
+    OldTree(#[from] crate::error::PlanError),
+    /// The rebuilt tree does not match the old root (or its rows do not fit).
+    #[error(transparent)]
+    Rebuild(#[from] super::migrate::RebuildError),
+    /// The name is already taken in the new tables.
+    #[error("the namespace already exists in the strata tables")]
+    AlreadyMigrated,
 }
 
 /// A u64 sum as the i64 with the same bits (SQL has only signed 64-bit

@@ -1,73 +1,144 @@
-//! SQLite store on sqlx: one file, many namespaces, reference-counted rows.
+//! SQLite store on sqlx: one file, many namespaces, position-keyed strata
+//! rows ([`super::strata`]).
 //!
-//! * Reads: one `SELECT` per descent level while keys share nodes, then one
-//!   bounded recursive query that walks every single-key path to its end.
-//!   The hashes travel as packed blobs ([`super::packed`]), up to 16,384
-//!   per statement, so the statement text is fixed and prepared once.
-//!   Nodes the handle remembers ([`RecentNodes`]) are not read at all.
+//! * Tables: `ms_smt_namespaces` (an integer id per namespace name, its
+//!   stratum height and current root) and `ms_smt_strata` (one row per
+//!   stratum, primary key `(ns, path, depth)`, `WITHOUT ROWID`, so a
+//!   subtree's rows sit together and are one key range).
+//! * Reads: one statement for a whole batch. Every row on a key's path is
+//!   computable from the key, so a bounded recursive query (at most
+//!   `256 / height` primary-key steps per key) walks each path from where
+//!   the handle's remembered nodes ([`RecentNodes`]) end, and returns each
+//!   row once with the sibling rows at its boundaries.
 //! * Writes: one `BEGIN IMMEDIATE` transaction per commit: check the root,
-//!   delete the rows the batch takes to zero references, add every other
-//!   row's net delta with one packed upsert (creating new rows), check that
-//!   no count went below one, move the root. `BEGIN IMMEDIATE` takes the
-//!   write lock up front, so concurrent writers wait (busy timeout) instead
-//!   of failing with "database is locked".
+//!   read the rows the batch touches, merge the batch into them in
+//!   process, write every changed row with one packed upsert, delete the
+//!   rows left empty with one packed delete, move the root. Rows are
+//!   written in key order, so bulk builds fill pages. `BEGIN IMMEDIATE`
+//!   takes the write lock up front, so concurrent writers wait (busy
+//!   timeout) instead of failing with "database is locked".
 //! * Inside a caller's transaction ([`SqliteStore::in_transaction`]) the
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
+//! * A database written by earlier versions (one row per node hash) is
+//!   migrated when opened, one transaction per namespace (see
+//!   [`SqliteStore::migrate`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection, SqlitePool};
+use sqlx::{Connection, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
+use super::migrate::{OldTreeWalk, strata_rows};
 use super::packed::{INDEX_CTE, PackedRows, count};
-use super::sql::{
-    Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
-};
+use super::sql::{MigrationError, SqlStoreError, decode_rows, sum_to_sql};
+use super::strata::{self, Row, RowChange, RowKey, StratumHeight, path_bytes};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
-/// `_sqlx_migrations`, which belongs to the host application).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "nodes and roots",
-    "CREATE TABLE ms_smt_nodes (
-        namespace TEXT NOT NULL,
-        hash BLOB NOT NULL,
-        l_hash BLOB,
-        r_hash BLOB,
-        leaf_key BLOB,
-        value BLOB,
-        sum INTEGER NOT NULL,
-        refs INTEGER NOT NULL,
-        PRIMARY KEY (namespace, hash)
-    ) WITHOUT ROWID;
-    CREATE TABLE ms_smt_roots (
-        namespace TEXT PRIMARY KEY NOT NULL,
-        hash BLOB NOT NULL,
-        sum INTEGER NOT NULL
-    );",
-)];
+/// `_sqlx_migrations`, which belongs to the host application). Version 3
+/// moves the trees of version 1 into the tables of version 2 (see
+/// [`SqliteStore::migrate`]).
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "nodes and roots",
+        "CREATE TABLE ms_smt_nodes (
+            namespace TEXT NOT NULL,
+            hash BLOB NOT NULL,
+            l_hash BLOB,
+            r_hash BLOB,
+            leaf_key BLOB,
+            value BLOB,
+            sum INTEGER NOT NULL,
+            refs INTEGER NOT NULL,
+            PRIMARY KEY (namespace, hash)
+        ) WITHOUT ROWID;
+        CREATE TABLE ms_smt_roots (
+            namespace TEXT PRIMARY KEY NOT NULL,
+            hash BLOB NOT NULL,
+            sum INTEGER NOT NULL
+        );",
+    ),
+    (
+        2,
+        "namespaces and position-keyed strata",
+        "CREATE TABLE ms_smt_namespaces (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            height INTEGER NOT NULL,
+            root_hash BLOB,
+            root_sum INTEGER
+        );
+        CREATE TABLE ms_smt_strata (
+            ns INTEGER NOT NULL,
+            path BLOB NOT NULL,
+            depth INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (ns, path, depth)
+        ) WITHOUT ROWID;",
+    ),
+];
+
+/// The migration that moves hash-keyed trees into strata rows and drops
+/// the old tables.
+const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
+
+/// A namespace's id and stratum height, fixed once it exists.
+#[derive(Debug, Clone, Copy)]
+struct NsInfo {
+    id: i64,
+    height: StratumHeight,
+}
+
+/// What every handle on one namespace carries: its name, the height it
+/// creates the namespace with, the id once known, counters and memory.
+#[derive(Debug)]
+struct Space {
+    name: Arc<str>,
+    height: StratumHeight,
+    info: OnceLock<NsInfo>,
+    counters: Counters,
+    recent: RecentNodes,
+}
+
+impl Space {
+    fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<Space> {
+        Arc::new(Space {
+            name: Arc::from(name),
+            height,
+            info: OnceLock::new(),
+            counters: Counters::default(),
+            recent: RecentNodes::new(recent),
+        })
+    }
+
+    fn rows_error(&self, source: strata::StrataError) -> SqlStoreError {
+        SqlStoreError::Rows {
+            namespace: self.name.to_string(),
+            source,
+        }
+    }
+}
 
 /// A tree store in an SQLite database, bound to one namespace.
 ///
-/// Cloning is cheap and shares the pool and the handle's [`RecentNodes`].
-/// Sums are stored as the i64 with the same bits as the u64; rows carry a
-/// reference count, one per tree position using them.
+/// Cloning is cheap and shares the pool, the handle's counters and its
+/// [`RecentNodes`]. Sums are stored as the i64 with the same bits as the
+/// u64 (the root) or as little-endian bytes inside row bodies; they are
+/// never compared in SQL.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    namespace: Arc<str>,
-    counters: Arc<Counters>,
-    recent: Arc<RecentNodes>,
+    space: Arc<Space>,
 }
 
 type Res<T> = Result<T, SqlStoreError>;
@@ -114,9 +185,7 @@ impl SqliteStore {
     /// The connection options the store recommends: create if missing, WAL,
     /// `synchronous=FULL`, foreign keys on, a 60 s busy timeout so writers
     /// queue instead of failing while another holds the lock, and a 16 MiB
-    /// page cache per connection (SQLite's default is 2 MB, less than the
-    /// ~5 MB table of a 10,000-leaf compacted tree; cold reads of such a
-    /// tree measured ~25 % faster with it).
+    /// page cache per connection (SQLite's default is 2 MB).
     pub fn connect_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
         SqliteConnectOptions::new()
             .filename(path)
@@ -133,19 +202,20 @@ impl SqliteStore {
     pub fn from_pool(pool: SqlitePool, namespace: &str) -> Self {
         SqliteStore {
             pool,
-            namespace: Arc::from(namespace),
-            counters: Arc::default(),
-            recent: Arc::default(),
+            space: Space::new(
+                namespace,
+                StratumHeight::default(),
+                super::DEFAULT_RECENT_NODES,
+            ),
         }
     }
 
-    /// The same database, another namespace (an independent tree).
+    /// The same database, another namespace (an independent tree), with
+    /// this handle's settings.
     pub fn namespace(&self, name: &str) -> Self {
         SqliteStore {
             pool: self.pool.clone(),
-            namespace: Arc::from(name),
-            counters: Arc::default(),
-            recent: Arc::new(RecentNodes::new(self.recent.capacity())),
+            space: Space::new(name, self.space.height, self.space.recent.capacity()),
         }
     }
 
@@ -156,19 +226,29 @@ impl SqliteStore {
     /// [`RecentNodes`] for why remembered nodes are always right.
     pub fn with_recent_nodes(self, capacity: usize) -> Self {
         SqliteStore {
-            recent: Arc::new(RecentNodes::new(capacity)),
-            ..self
+            space: Space::new(&self.space.name, self.space.height, capacity),
+            pool: self.pool,
+        }
+    }
+
+    /// This handle creating its namespace, if new, with `height` levels per
+    /// row (default [`DEFAULT_STRATUM_HEIGHT`](super::DEFAULT_STRATUM_HEIGHT)).
+    /// A namespace that exists keeps the height it was created with.
+    pub fn with_stratum_height(self, height: StratumHeight) -> Self {
+        SqliteStore {
+            space: Space::new(&self.space.name, height, self.space.recent.capacity()),
+            pool: self.pool,
         }
     }
 
     /// The nodes this handle remembers.
     pub fn recent(&self) -> &RecentNodes {
-        &self.recent
+        &self.space.recent
     }
 
     /// This store's namespace.
     pub fn namespace_name(&self) -> &str {
-        &self.namespace
+        &self.space.name
     }
 
     /// The pool.
@@ -180,39 +260,109 @@ impl SqliteStore {
     /// safe to run from several processes at once; tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations.
+    ///
+    /// A database written by earlier versions (one row per node hash) is
+    /// moved to strata rows here: each namespace's tree is walked from its
+    /// root, rebuilt in the new layout, and its root compared with the old
+    /// one before the old rows go, in one transaction per namespace. If a
+    /// namespace cannot be moved, [`SqlStoreError::Migration`] says why and
+    /// its old rows stay as they were.
     pub async fn migrate(&self) -> Res<()> {
         let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::raw_sql(
-            "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
-                version INTEGER PRIMARY KEY NOT NULL,
-                description TEXT NOT NULL,
-                applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-            )",
-        )
-        .execute(&mut *tx)
-        .await?;
-        let current: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM ms_smt_migrations")
+        let current = {
+            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+            sqlx::raw_sql(
+                "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
+                    version INTEGER PRIMARY KEY NOT NULL,
+                    description TEXT NOT NULL,
+                    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+                )",
+            )
+            .execute(&mut *tx)
+            .await?;
+            let current = migration_version(&mut tx).await?;
+            if current > MOVE_TO_STRATA.0 {
+                return Err(SqlStoreError::SchemaTooNew {
+                    found: current,
+                    supported: MOVE_TO_STRATA.0,
+                });
+            }
+            for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+                sqlx::raw_sql(sql).execute(&mut *tx).await?;
+                record_migration(&mut tx, *version, description).await?;
+            }
+            tx.commit().await?;
+            current
+        };
+        if current < MOVE_TO_STRATA.0 {
+            self.move_to_strata(&mut conn).await?;
+        }
+        Ok(())
+    }
+
+    /// Migration 3: every namespace of `ms_smt_roots` into strata rows, one
+    /// transaction each, then the old tables dropped.
+    async fn move_to_strata(&self, conn: &mut SqliteConnection) -> Res<()> {
+        loop {
+            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+            if migration_version(&mut tx).await? >= MOVE_TO_STRATA.0 {
+                return Ok(()); // another process finished it
+            }
+            let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
+                "SELECT namespace, hash, sum FROM ms_smt_roots ORDER BY namespace LIMIT 1",
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((name, hash, sum)) = next else {
+                sqlx::raw_sql("DROP TABLE ms_smt_nodes; DROP TABLE ms_smt_roots;")
+                    .execute(&mut *tx)
+                    .await?;
+                record_migration(&mut tx, MOVE_TO_STRATA.0, MOVE_TO_STRATA.1).await?;
+                tx.commit().await?;
+                return Ok(());
+            };
+            let fail = |source: MigrationError| SqlStoreError::Migration {
+                namespace: name.clone(),
+                source,
+            };
+            let root = super::sql::decode_root(&name, Some((hash, sum)))?;
+            let mut walk = OldTreeWalk::new(&root);
+            while !walk.is_done() {
+                let nodes = fetch_old_nodes(&mut tx, &name, &walk.wanted()).await?;
+                walk.advance(nodes).map_err(|e| fail(e.into()))?;
+            }
+            let (layout, leaves) = walk.finish();
+            let height = self.space.height;
+            let rows = strata_rows(layout, &leaves, height, &root).map_err(|e| fail(e.into()))?;
+            let created = sqlx::query(
+                "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
+                 VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(&name)
+            .bind(i64::from(height.get() as u8))
+            .bind(root.hash.0.to_vec())
+            .bind(sum_to_sql(root.sum))
+            .execute(&mut *tx)
+            .await?;
+            if created.rows_affected() != 1 {
+                return Err(fail(MigrationError::AlreadyMigrated));
+            }
+            let id: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = ?")
+                .bind(&name)
                 .fetch_one(&mut *tx)
                 .await?;
-        let latest = MIGRATIONS.last().map_or(0, |m| m.0);
-        if current > latest {
-            return Err(SqlStoreError::SchemaTooNew {
-                found: current,
-                supported: latest,
-            });
-        }
-        for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
-            sqlx::raw_sql(sql).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO ms_smt_migrations (version, description) VALUES (?, ?)")
-                .bind(version)
-                .bind(description)
+            let counters = Counters::default();
+            write_rows(&mut tx, id, &rows, &counters).await?;
+            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ?")
+                .bind(&name)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = ?")
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
         }
-        tx.commit().await?;
-        Ok(())
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -224,60 +374,43 @@ impl SqliteStore {
     pub fn in_transaction<'c>(&self, conn: &'c mut SqliteConnection) -> SqliteTxStore<'c> {
         SqliteTxStore {
             conn: Mutex::new(conn),
-            namespace: self.namespace.clone(),
-            counters: self.counters.clone(),
-            recent: self.recent.clone(),
+            space: self.space.clone(),
         }
     }
 }
 
-/// A [`SqliteStore`] namespace bound to a caller's open transaction; see
-/// [`SqliteStore::in_transaction`].
-#[derive(Debug)]
-pub struct SqliteTxStore<'c> {
-    conn: Mutex<&'c mut SqliteConnection>,
-    namespace: Arc<str>,
-    counters: Arc<Counters>,
-    recent: Arc<RecentNodes>,
+async fn migration_version(conn: &mut SqliteConnection) -> Res<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM ms_smt_migrations")
+            .fetch_one(&mut *conn)
+            .await?,
+    )
 }
 
-async fn load_root(
-    conn: &mut SqliteConnection,
-    ns: &str,
-    counters: &Counters,
-) -> Res<ComputedNode> {
-    counters.round_trip(1);
-    let row: Option<(Vec<u8>, i64)> =
-        sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
-            .bind(ns)
-            .fetch_optional(&mut *conn)
-            .await?;
-    decode_root(ns, row)
+async fn record_migration(conn: &mut SqliteConnection, version: i64, what: &str) -> Res<()> {
+    sqlx::query("INSERT INTO ms_smt_migrations (version, description) VALUES (?, ?)")
+        .bind(version)
+        .bind(what)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
-/// Starts or hashes per packed read statement at most.
-const READ_CHUNK: usize = 16_384;
-
-/// Reads rows by hash. The hashes travel as ONE packed blob (see
-/// [`super::packed`]), so the statement is prepared once and cached
-/// instead of a fresh `IN (?, ?, ...)` of thousands of binds parsed on
-/// every level of every descent.
-async fn fetch_nodes(
+/// Reads nodes of the hash-keyed schema (migration only).
+async fn fetch_old_nodes(
     conn: &mut SqliteConnection,
     ns: &str,
     hashes: &[Hash],
-    counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
-    let mut out = Vec::with_capacity(hashes.len());
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE} \
          SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
          FROM idx JOIN ms_smt_nodes n \
            ON n.namespace = ?1 AND n.hash = substr(?3, idx.i * 32 + 1, 32)"
     );
-    for chunk in hashes.chunks(READ_CHUNK) {
+    let mut out = Vec::with_capacity(hashes.len());
+    for chunk in hashes.chunks(super::packed::MAX_ROWS) {
         let packed: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
-        counters.round_trip(1);
         let rows = sqlx::query(&sql)
             .bind(ns)
             .bind(count(chunk.len()))
@@ -286,68 +419,153 @@ async fn fetch_nodes(
             .await?;
         out.extend(decode_rows(ns, &rows)?);
     }
-    counters.read(out.len() as u64);
     Ok(out)
 }
 
-/// Walks each start's key path in one bounded recursive query (at most 256
-/// steps, each a primary-key lookup that carries the row it read, so each
-/// walked node is read once; siblings are one more lookup per branch).
-/// The starts travel packed like [`fetch_nodes`]' hashes: one blob of
-/// 32-byte hashes, one of 3-digit levels, one of 256 bytes per key holding
-/// each bit as 0 or 1 (SQLite has no bit functions on blobs).
+/// A [`SqliteStore`] namespace bound to a caller's open transaction; see
+/// [`SqliteStore::in_transaction`].
+#[derive(Debug)]
+pub struct SqliteTxStore<'c> {
+    conn: Mutex<&'c mut SqliteConnection>,
+    space: Arc<Space>,
+}
+
+/// A namespace row: id, height, root hash and sum (both NULL when empty).
+type NamespaceRow = (i64, i64, Option<Vec<u8>>, Option<i64>);
+
+/// The namespace's root, learning its id and height on the way.
+async fn load_root(conn: &mut SqliteConnection, space: &Space) -> Res<ComputedNode> {
+    space.counters.round_trip(1);
+    let row: Option<NamespaceRow> = sqlx::query_as(
+        "SELECT id, height, root_hash, root_sum FROM ms_smt_namespaces WHERE name = ?",
+    )
+    .bind(&*space.name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((id, height, hash, sum)) = row else {
+        return Ok(ComputedNode::empty_root());
+    };
+    let height = u8::try_from(height)
+        .ok()
+        .and_then(StratumHeight::new)
+        .ok_or(SqlStoreError::StratumHeight(height))?;
+    let _ = space.info.set(NsInfo { id, height });
+    super::sql::decode_root(&space.name, hash.zip(sum))
+}
+
+/// The namespace's id and height, creating its row when `create` (inside
+/// a write transaction). `None` when it does not exist and `create` is false.
+async fn namespace(
+    conn: &mut SqliteConnection,
+    space: &Space,
+    create: bool,
+) -> Res<Option<NsInfo>> {
+    if let Some(info) = space.info.get() {
+        return Ok(Some(*info));
+    }
+    if create {
+        space.counters.round_trip(1);
+        sqlx::query(
+            "INSERT INTO ms_smt_namespaces (name, height) VALUES (?, ?) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(&*space.name)
+        .bind(i64::from(space.height.get() as u8))
+        .execute(&mut *conn)
+        .await?;
+    }
+    load_root(conn, space).await?;
+    Ok(space.info.get().copied())
+}
+
+/// Reads the rows on the paths of `starts` (each from the row holding its
+/// start level down to where its key's path ends) and, with `siblings`,
+/// the sibling rows at each row boundary, in one statement; returns their
+/// nodes, rows nearest the root first.
+///
+/// For key `i`, `?5` holds the path of the row at depth `j * height` in
+/// 32 bytes at `i * W + j * 32` (W = `?8`), and `?6` the path of that
+/// row's sibling; the query cuts the `(depth + 7) / 8` real bytes out.
 async fn fetch_key_paths(
     conn: &mut SqliteConnection,
-    ns: &str,
+    space: &Space,
     starts: &[PathStart],
     siblings: bool,
-    counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
-    let mut out = Vec::new();
+    let Some(info) = namespace(conn, space, false).await? else {
+        return Ok(Vec::new());
+    };
+    let h = info.height.get();
+    let per_key = (MAX_LEVEL / h + 1) * 32;
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         starts(hash, lvl, bits) AS ( \
-             SELECT substr(?3, i * 32 + 1, 32), CAST(substr(?4, i * 3 + 1, 3) AS INTEGER), \
-                    substr(?5, i * 256 + 1, 256) \
-             FROM idx), \
-         walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, bits) AS ( \
-             SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum, s.lvl, s.bits \
-             FROM starts s JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = s.hash \
+         starts(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx), \
+         walk(i, depth) AS ( \
+             SELECT s.i, s.depth FROM starts s CROSS JOIN ms_smt_strata n \
+               ON n.ns = ?1 AND n.path = substr(?5, s.i * ?8 + (s.depth / ?3) * 32 + 1, \
+                                                 (s.depth + 7) / 8) \
+              AND n.depth = s.depth \
            UNION ALL \
-             SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum, w.lvl + 1, w.bits \
-             FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = \
-                 CASE WHEN substr(w.bits, w.lvl + 1, 1) = x'01' THEN w.r_hash ELSE w.l_hash END \
-             WHERE w.l_hash IS NOT NULL AND w.lvl < 256 \
-         ) \
-         SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM walk \
-         UNION ALL \
-         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
-         FROM walk w JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = \
-             CASE WHEN substr(w.bits, w.lvl + 1, 1) = x'01' THEN w.l_hash ELSE w.r_hash END \
-         WHERE ?6 AND w.l_hash IS NOT NULL AND w.lvl < 256"
+             SELECT w.i, w.depth + ?3 FROM walk w CROSS JOIN ms_smt_strata n \
+               ON n.ns = ?1 AND n.path = substr(?5, w.i * ?8 + ((w.depth + ?3) / ?3) * 32 + 1, \
+                                                 (w.depth + ?3 + 7) / 8) \
+              AND n.depth = w.depth + ?3 \
+             WHERE w.depth + ?3 <= 256), \
+         want(path, depth) AS ( \
+             SELECT substr(?5, i * ?8 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth FROM walk \
+           UNION \
+             SELECT substr(?6, i * ?8 + ((depth + ?3) / ?3) * 32 + 1, (depth + ?3 + 7) / 8), \
+                    depth + ?3 \
+             FROM walk WHERE ?7 AND depth + ?3 <= 256) \
+         SELECT n.depth, n.body FROM want w CROSS JOIN ms_smt_strata n \
+           ON n.ns = ?1 AND n.path = w.path AND n.depth = w.depth \
+         ORDER BY n.depth"
     );
-    for chunk in starts.chunks(READ_CHUNK) {
-        let mut hashes = Vec::with_capacity(chunk.len() * 32);
-        let mut levels = Vec::with_capacity(chunk.len() * 3);
-        let mut bits = Vec::with_capacity(chunk.len() * MAX_LEVEL);
+    let mut out = Vec::new();
+    for chunk in starts.chunks(super::packed::MAX_ROWS / 4) {
+        let mut depths = Vec::with_capacity(chunk.len() * 3);
+        let mut paths = Vec::with_capacity(chunk.len() * per_key);
+        let mut sibs = Vec::with_capacity(chunk.len() * per_key);
         for start in chunk {
-            hashes.extend_from_slice(&start.hash.0);
-            levels.extend_from_slice(format!("{:03}", start.level.min(MAX_LEVEL)).as_bytes());
-            bits.extend((0..MAX_LEVEL).map(|d| u8::from(start.key.bit(d))));
+            let depth = info.height.row_depth(start.level.min(MAX_LEVEL));
+            depths.extend_from_slice(format!("{depth:03}").as_bytes());
+            for d in (0..=MAX_LEVEL).step_by(h) {
+                let mut slot = [0u8; 32];
+                let p = path_bytes(&start.key, d);
+                slot[..p.len()].copy_from_slice(&p);
+                paths.extend_from_slice(&slot);
+                let mut slot = [0u8; 32];
+                if d > 0 {
+                    let other = start.key.with_bit(d - 1, !start.key.bit(d - 1));
+                    let p = path_bytes(&other, d);
+                    slot[..p.len()].copy_from_slice(&p);
+                }
+                sibs.extend_from_slice(&slot);
+            }
         }
-        counters.round_trip(1);
+        space.counters.round_trip(1);
         let rows = sqlx::query(&sql)
-            .bind(ns)
+            .bind(info.id)
             .bind(count(chunk.len()))
-            .bind(hashes)
-            .bind(levels)
-            .bind(bits)
+            .bind(count(h))
+            .bind(depths)
+            .bind(paths)
+            .bind(sibs)
             .bind(siblings)
+            .bind(count(per_key))
             .fetch_all(&mut *conn)
             .await?;
-        out.extend(decode_rows(ns, &rows)?);
+        for row in &rows {
+            let depth: i64 = row.try_get(0)?;
+            let body: &[u8] = row.try_get(1)?;
+            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+            let decoded = Row::decode(depth, info.height, body)
+                .and_then(|r| r.nodes())
+                .map_err(|e| space.rows_error(e))?;
+            space.counters.read(decoded.1.len() as u64);
+            out.extend(decoded.1);
+        }
     }
-    counters.read(out.len() as u64);
     Ok(out)
 }
 
@@ -355,154 +573,149 @@ async fn fetch_key_paths(
 /// `RootMoved` without writing when the root is not `batch.old_root`.
 async fn commit_on(
     conn: &mut SqliteConnection,
-    ns: &str,
+    space: &Space,
     batch: &UpdateBatch,
-    counters: &Counters,
 ) -> Res<CommitOutcome> {
-    let current = load_root(conn, ns, counters).await?;
+    let current = load_root(conn, space).await?;
     if current != batch.old_root {
         return Ok(CommitOutcome::RootMoved { current });
     }
-    let net = batch.net_changes();
-    let changes = fold(&net);
-    apply_changes(conn, ns, &changes, counters).await?;
-    counters.round_trip(1);
-    match root_row(&batch.new_root) {
-        Some((hash, sum)) => {
-            sqlx::query(
-                "INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES (?, ?, ?) \
-                 ON CONFLICT (namespace) DO UPDATE SET hash = excluded.hash, sum = excluded.sum",
-            )
-            .bind(ns)
-            .bind(hash)
-            .bind(sum)
-            .execute(&mut *conn)
-            .await?;
-        }
-        None => {
-            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = ?")
-                .bind(ns)
-                .execute(&mut *conn)
-                .await?;
-        }
-    }
-    counters.written(changes.len() as u64);
+    let Some(info) = namespace(conn, space, true).await? else {
+        return Ok(CommitOutcome::RootMoved { current });
+    };
+    let keys = strata::touched_rows(batch, info.height);
+    let stored = read_rows(conn, info, &keys, &space.counters)
+        .await?
+        .into_iter()
+        .map(|(key, body)| {
+            Row::decode(key.depth, info.height, &body)
+                .map(|row| (key, row))
+                .map_err(|e| space.rows_error(e))
+        })
+        .collect::<Res<HashMap<RowKey, Row>>>()?;
+    let changes = strata::apply(batch, info.height, stored).map_err(|e| space.rows_error(e))?;
+    write_rows(conn, info.id, &changes, &space.counters).await?;
+    space.counters.round_trip(1);
+    let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
+        (
+            batch.new_root.hash.0.to_vec(),
+            sum_to_sql(batch.new_root.sum),
+        )
+    });
+    let (hash, sum) = root.unzip();
+    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ? WHERE id = ?")
+        .bind(hash)
+        .bind(sum)
+        .bind(info.id)
+        .execute(&mut *conn)
+        .await?;
+    space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
 }
 
-/// Applies the net changes, writing each row once, in packed statements
-/// (see [`super::packed`]; one of each unless the batch exceeds a chunk):
-/// 1. a delete of the rows whose reference count the batch takes to zero,
-///    returning their hashes;
-/// 2. an upsert of every other row, adding its delta to the count
-///    (creating new rows);
-/// 3. when rows lost references without being deleted, a check that none
-///    was left with a count <= 0: that means the batch dropped references
-///    the store does not hold, and the transaction is abandoned.
-///
-/// The commit holds SQLite's write lock, so no other writer can change a
-/// count in between.
-async fn apply_changes(
+/// The stored bodies of the rows at `keys`.
+async fn read_rows(
     conn: &mut SqliteConnection,
-    ns: &str,
-    changes: &Changes<'_>,
+    info: NsInfo,
+    keys: &[RowKey],
     counters: &Counters,
-) -> Res<()> {
-    let dropping: Vec<usize> = (0..changes.len())
-        .filter(|&i| changes.delta[i] < 0)
-        .collect();
-    let mut deleted: HashSet<Vec<u8>, foldhash::fast::RandomState> = HashSet::default();
-    let delete_sql = format!(
+) -> Res<Vec<(RowKey, Vec<u8>)>> {
+    let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         d(hash, delta) AS ( \
-             SELECT substr(?3, i * 32 + 1, 32), CAST(substr(?4, i * 20 + 1, 20) AS INTEGER) \
-             FROM idx) \
-         DELETE FROM ms_smt_nodes WHERE namespace = ?1 AND hash IN ( \
-             SELECT n.hash FROM d JOIN ms_smt_nodes n ON n.namespace = ?1 AND n.hash = d.hash \
-             WHERE n.refs + d.delta = 0) \
-         RETURNING hash"
+         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+         SELECT n.path, n.depth, n.body FROM k CROSS JOIN ms_smt_strata n \
+           ON n.ns = ?1 AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
+          AND n.depth = k.depth"
     );
-    for chunk in PackedRows::chunks(changes, dropping.iter().copied()) {
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in PackedRows::chunks(keys.iter().map(|k| (k, &[][..]))) {
         counters.round_trip(1);
-        let gone: Vec<(Vec<u8>,)> = sqlx::query_as(&delete_sql)
-            .bind(ns)
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = sqlx::query_as(&sql)
+            .bind(info.id)
             .bind(count(chunk.len))
-            .bind(chunk.hash)
-            .bind(chunk.delta)
+            .bind(chunk.path)
+            .bind(chunk.depth)
             .fetch_all(&mut *conn)
             .await?;
-        deleted.extend(gone.into_iter().map(|(h,)| h));
+        out.extend(rows.into_iter().map(|(path, depth, body)| {
+            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+            (RowKey { path, depth }, body)
+        }));
     }
+    Ok(out)
+}
 
-    let upsert_sql = format!(
+/// Writes a merge's row changes: one packed upsert of the rows that
+/// changed, one packed delete of the rows left empty (one of each unless
+/// the batch exceeds a chunk). Rows go in key order.
+async fn write_rows(
+    conn: &mut SqliteConnection,
+    ns: i64,
+    changes: &[RowChange],
+    counters: &Counters,
+) -> Res<()> {
+    let put_sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         r(i, k) AS (SELECT i, substr(?4, i + 1, 1) FROM idx) \
-         INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-         SELECT ?1, substr(?3, i * 32 + 1, 32), \
-                CASE WHEN k = x'42' THEN substr(?5, i * 32 + 1, 32) END, \
-                CASE WHEN k = x'42' THEN substr(?6, i * 32 + 1, 32) END, \
-                CASE WHEN k = x'43' THEN substr(?7, i * 32 + 1, 32) END, \
-                CASE WHEN k IN (x'4c', x'43') THEN substr(?8, \
-                    CAST(substr(?9, i * 20 + 1, 20) AS INTEGER) + 1, \
-                    CAST(substr(?10, i * 20 + 1, 20) AS INTEGER)) END, \
-                CAST(substr(?11, i * 20 + 1, 20) AS INTEGER), \
-                CAST(substr(?12, i * 20 + 1, 20) AS INTEGER) \
+         r(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+         INSERT INTO ms_smt_strata (ns, path, depth, body) \
+         SELECT ?1, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
+                substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
+                       CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)) \
          FROM r WHERE true \
-         ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + excluded.refs"
+         ON CONFLICT (ns, path, depth) DO UPDATE SET body = excluded.body"
     );
-    let upserts = (0..changes.len()).filter(|&i| !deleted.contains(changes.hash[i]));
-    for chunk in PackedRows::chunks(changes, upserts) {
+    let puts = changes.iter().filter_map(|c| match c {
+        RowChange::Put(key, body) => Some((key, body.as_slice())),
+        RowChange::Delete(_) => None,
+    });
+    for chunk in PackedRows::chunks(puts) {
         counters.round_trip(1);
-        sqlx::query(&upsert_sql)
+        sqlx::query(&put_sql)
             .bind(ns)
             .bind(count(chunk.len))
-            .bind(chunk.hash)
-            .bind(chunk.kind)
-            .bind(chunk.l_hash)
-            .bind(chunk.r_hash)
-            .bind(chunk.leaf_key)
-            .bind(chunk.value)
-            .bind(chunk.value_at)
-            .bind(chunk.value_len)
-            .bind(chunk.sum)
-            .bind(chunk.delta)
+            .bind(chunk.path)
+            .bind(chunk.depth)
+            .bind(chunk.body)
+            .bind(chunk.body_at)
+            .bind(chunk.body_len)
             .execute(&mut *conn)
             .await?;
     }
-
-    let check_sql = format!(
-        "WITH RECURSIVE {INDEX_CTE} \
-         SELECT n.hash FROM idx JOIN ms_smt_nodes n \
-           ON n.namespace = ?1 AND n.hash = substr(?3, idx.i * 32 + 1, 32) \
-         WHERE n.refs <= 0 LIMIT 1"
+    let delete_sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+         DELETE FROM ms_smt_strata WHERE ns = ?1 AND (path, depth) IN \
+             (SELECT substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k)"
     );
-    let survivors = dropping
-        .iter()
-        .copied()
-        .filter(|&i| !deleted.contains(changes.hash[i]));
-    for chunk in PackedRows::chunks(changes, survivors) {
+    let deletes = changes.iter().filter_map(|c| match c {
+        RowChange::Delete(key) => Some((key, &[][..])),
+        RowChange::Put(..) => None,
+    });
+    for chunk in PackedRows::chunks(deletes) {
         counters.round_trip(1);
-        let bad: Option<(Vec<u8>,)> = sqlx::query_as(&check_sql)
+        sqlx::query(&delete_sql)
             .bind(ns)
             .bind(count(chunk.len))
-            .bind(chunk.hash)
-            .fetch_optional(&mut *conn)
+            .bind(chunk.path)
+            .bind(chunk.depth)
+            .execute(&mut *conn)
             .await?;
-        if let Some((hash,)) = bad {
-            return Err(missing_reference(ns, &hash));
-        }
     }
     Ok(())
 }
 
-async fn delete_all_on(conn: &mut SqliteConnection, ns: &str, counters: &Counters) -> Res<()> {
-    counters.round_trip(2);
-    sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ?")
-        .bind(ns)
+/// Removes the namespace's rows (one key range) and its root.
+async fn delete_all_on(conn: &mut SqliteConnection, space: &Space) -> Res<()> {
+    let Some(info) = namespace(conn, space, false).await? else {
+        return Ok(());
+    };
+    space.counters.round_trip(2);
+    sqlx::query("DELETE FROM ms_smt_strata WHERE ns = ?")
+        .bind(info.id)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = ?")
-        .bind(ns)
+    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = ?")
+        .bind(info.id)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -515,32 +728,35 @@ impl TreeStore for SqliteStore {
         true
     }
 
+    fn reads_by_position(&self) -> bool {
+        true
+    }
+
     async fn fetch_key_paths(
         &self,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.pool.acquire().await?;
-        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+        fetch_key_paths(&mut conn, &self.space, starts, siblings)
             .await
             .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.pool.acquire().await?;
-        load_root(&mut conn, &self.namespace, &self.counters).await
+        load_root(&mut conn, &self.space).await
     }
 
-    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.pool.acquire().await?;
-        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        self.counters.round_trip(1);
+        self.space.counters.round_trip(1);
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let outcome = commit_on(&mut tx, &self.namespace, batch, &self.counters).await?;
-        self.counters.round_trip(1);
+        let outcome = commit_on(&mut tx, &self.space, batch).await?;
+        self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => tx.commit().await?,
             CommitOutcome::RootMoved { .. } => tx.rollback().await?,
@@ -550,17 +766,17 @@ impl TreeStore for SqliteStore {
 
     async fn delete_all(&self) -> Res<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        delete_all_on(&mut tx, &self.namespace, &self.counters).await?;
+        delete_all_on(&mut tx, &self.space).await?;
         tx.commit().await?;
         Ok(())
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot_with(&self.recent)
+        self.space.counters.snapshot_with(&self.space.recent)
     }
 
     fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.recent)
+        Some(&self.space.recent)
     }
 }
 
@@ -571,33 +787,36 @@ impl TreeStore for SqliteTxStore<'_> {
         true
     }
 
+    fn reads_by_position(&self) -> bool {
+        true
+    }
+
     async fn fetch_key_paths(
         &self,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(&mut conn, &self.namespace, starts, siblings, &self.counters)
+        fetch_key_paths(&mut conn, &self.space, starts, siblings)
             .await
             .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.conn.lock().await;
-        load_root(&mut conn, &self.namespace, &self.counters).await
+        load_root(&mut conn, &self.space).await
     }
 
-    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.conn.lock().await;
-        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
         let mut conn = self.conn.lock().await;
-        self.counters.round_trip(1);
+        self.space.counters.round_trip(1);
         let mut savepoint = conn.begin().await?;
-        let outcome = commit_on(&mut savepoint, &self.namespace, batch, &self.counters).await?;
-        self.counters.round_trip(1);
+        let outcome = commit_on(&mut savepoint, &self.space, batch).await?;
+        self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => savepoint.commit().await?,
             CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
@@ -608,16 +827,16 @@ impl TreeStore for SqliteTxStore<'_> {
     async fn delete_all(&self) -> Res<()> {
         let mut conn = self.conn.lock().await;
         let mut savepoint = conn.begin().await?;
-        delete_all_on(&mut savepoint, &self.namespace, &self.counters).await?;
+        delete_all_on(&mut savepoint, &self.space).await?;
         savepoint.commit().await?;
         Ok(())
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot_with(&self.recent)
+        self.space.counters.snapshot_with(&self.space.recent)
     }
 
     fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.recent)
+        Some(&self.space.recent)
     }
 }

@@ -36,11 +36,20 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         return Ok(cache);
     }
     let recent = store.recent_nodes();
+    let by_position = store.reads_by_position();
     let chains = store.supports_key_paths();
     let mut starts: Vec<PathStart> = Vec::new();
     let mut want = Vec::new();
     let mut frontier = Vec::new();
-    if chains && keys.len() == 1 {
+    if by_position {
+        // Every ancestor's position follows from the key: each path is one
+        // start at the root, all read in one store call.
+        starts.extend(keys.iter().map(|key| PathStart {
+            hash: root.hash,
+            level: 0,
+            key: *key,
+        }));
+    } else if chains && keys.len() == 1 {
         starts.push(PathStart {
             hash: root.hash,
             level: 0,
@@ -94,7 +103,14 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
     }
     let mut off_path = Vec::new();
     if let Some(recent) = recent {
-        starts = walk_remembered(recent, &mut cache, starts, siblings, &mut off_path);
+        starts = walk_remembered(
+            recent,
+            &mut cache,
+            starts,
+            siblings,
+            by_position,
+            &mut off_path,
+        );
     }
     if !off_path.is_empty() {
         off_path.sort_unstable();
@@ -137,12 +153,15 @@ fn remember(recent: Option<&RecentNodes>, nodes: &[(Hash, Node)]) {
 /// Follows each single-key path through the remembered nodes, copying them
 /// into `cache`, and returns where each walk has to continue in the store
 /// (none when a path ends in memory). With `siblings`, off-path children
-/// that are not remembered are pushed to `off_path` for one store read.
+/// that are not remembered are pushed to `off_path` for one store read;
+/// on a store that reads `by_position` the walk stops at such a branch
+/// instead, since the store's path read brings the off-path children.
 fn walk_remembered(
     recent: &RecentNodes,
     cache: &mut NodeCache,
     starts: Vec<PathStart>,
     siblings: bool,
+    by_position: bool,
     off_path: &mut Vec<Hash>,
 ) -> Vec<PathStart> {
     let mut rest = Vec::new();
@@ -173,6 +192,14 @@ fn walk_remembered(
                 && !is_empty_hash(level + 1, &other)
                 && !take_remembered(recent, cache, &other)
             {
+                if by_position {
+                    rest.push(PathStart {
+                        hash,
+                        level,
+                        key: start.key,
+                    });
+                    break;
+                }
                 off_path.push(other);
             }
             if is_empty_hash(level + 1, &next) {
