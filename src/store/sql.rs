@@ -1,6 +1,10 @@
 //! Pieces both SQL stores share: the error type, sum bit-casting, row
 //! decoding and the folding of a batch into per-row changes.
 
+use std::sync::{Arc, OnceLock};
+
+use super::strata::StratumHeight;
+use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
@@ -85,6 +89,132 @@ pub enum MigrationError {
     /// The name is already taken in the new tables.
     #[error("the namespace already exists in the strata tables")]
     AlreadyMigrated,
+}
+
+/// A namespace's id and stratum height, fixed once it exists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NsInfo {
+    pub id: i64,
+    pub height: StratumHeight,
+}
+
+/// What every handle on one namespace carries: its name, the height it
+/// creates the namespace with, the id once known, counters and memory.
+#[derive(Debug)]
+pub(crate) struct Space {
+    pub name: Arc<str>,
+    pub height: StratumHeight,
+    pub info: OnceLock<NsInfo>,
+    pub counters: Counters,
+    pub recent: RecentNodes,
+}
+
+impl Space {
+    pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<Space> {
+        Arc::new(Space {
+            name: Arc::from(name),
+            height,
+            info: OnceLock::new(),
+            counters: Counters::default(),
+            recent: RecentNodes::new(recent),
+        })
+    }
+
+    pub fn rows_error(&self, source: super::strata::StrataError) -> SqlStoreError {
+        SqlStoreError::Rows {
+            namespace: self.name.to_string(),
+            source,
+        }
+    }
+}
+
+/// The paths a walk from each start reads, as query parameters: per start,
+/// the depth of the row holding its level, and two blobs of 32-byte slots,
+/// slot `j` the (zero-padded) path of the row at depth `j * height` on the
+/// start's key and of that row's sibling. A query cuts the real
+/// `(depth + 7) / 8` bytes out of a slot.
+pub(crate) struct PathParams {
+    /// Start depths.
+    pub depths: Vec<usize>,
+    /// Per start, the on-path row paths.
+    pub paths: Vec<Vec<u8>>,
+    /// Per start, the sibling row paths (slot 0 unused).
+    pub sibs: Vec<Vec<u8>>,
+}
+
+impl PathParams {
+    /// Bytes of one start's path blob for `height`.
+    pub fn width(height: StratumHeight) -> usize {
+        (crate::key::MAX_LEVEL / height.get() + 1) * 32
+    }
+
+    pub fn new(height: StratumHeight, starts: &[super::PathStart]) -> PathParams {
+        use crate::key::MAX_LEVEL;
+        let mut out = PathParams {
+            depths: Vec::with_capacity(starts.len()),
+            paths: Vec::with_capacity(starts.len()),
+            sibs: Vec::with_capacity(starts.len()),
+        };
+        for start in starts {
+            out.depths
+                .push(height.row_depth(start.level.min(MAX_LEVEL)));
+            let mut paths = Vec::with_capacity(Self::width(height));
+            let mut sibs = Vec::with_capacity(Self::width(height));
+            for d in (0..=MAX_LEVEL).step_by(height.get()) {
+                let mut slot = [0u8; 32];
+                let p = super::strata::path_bytes(&start.key, d);
+                slot[..p.len()].copy_from_slice(&p);
+                paths.extend_from_slice(&slot);
+                let mut slot = [0u8; 32];
+                if d > 0 {
+                    let other = start.key.with_bit(d - 1, !start.key.bit(d - 1));
+                    let p = super::strata::path_bytes(&other, d);
+                    slot[..p.len()].copy_from_slice(&p);
+                }
+                sibs.extend_from_slice(&slot);
+            }
+            out.paths.push(paths);
+            out.sibs.push(sibs);
+        }
+        out
+    }
+}
+
+/// Decodes rows read by a path walk into the nodes they hold.
+pub(crate) fn path_nodes<'r>(
+    space: &Space,
+    height: StratumHeight,
+    rows: impl IntoIterator<Item = (i64, &'r [u8])>,
+) -> Result<Vec<(Hash, Node)>, SqlStoreError> {
+    let mut out = Vec::new();
+    for (depth, body) in rows {
+        let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+        let (_, nodes) = super::strata::Row::decode(depth, height, body)
+            .and_then(|r| r.nodes())
+            .map_err(|e| space.rows_error(e))?;
+        space.counters.read(nodes.len() as u64);
+        out.extend(nodes);
+    }
+    Ok(out)
+}
+
+/// Merges `batch` into the `stored` rows it touches (read inside the
+/// commit's transaction) and returns the row changes to write.
+pub(crate) fn merge(
+    space: &Space,
+    height: StratumHeight,
+    batch: &super::UpdateBatch,
+    stored: Vec<(super::strata::RowKey, Vec<u8>)>,
+) -> Result<Vec<super::strata::RowChange>, SqlStoreError> {
+    let rows = stored
+        .into_iter()
+        .map(|(key, body)| {
+            super::strata::Row::decode(key.depth, height, &body)
+                .map(|row| (key, row))
+                .map_err(|e| space.rows_error(e))
+        })
+        .collect::<Result<_, _>>()?;
+    super::strata::apply(batch, height, rows).map_err(|e| space.rows_error(e))
 }
 
 /// A u64 sum as the i64 with the same bits (SQL has only signed 64-bit

@@ -24,10 +24,9 @@
 //!   migrated when opened, one transaction per namespace (see
 //!   [`SqliteStore::migrate`]).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -36,11 +35,13 @@ use tokio::sync::Mutex;
 
 use super::migrate::{OldTreeWalk, strata_rows};
 use super::packed::{INDEX_CTE, PackedRows, count};
-use super::sql::{MigrationError, SqlStoreError, decode_rows, sum_to_sql};
-use super::strata::{self, Row, RowChange, RowKey, StratumHeight, path_bytes};
+use super::sql::{
+    MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_rows, merge, path_nodes,
+    sum_to_sql,
+};
+use super::strata::{self, RowChange, RowKey, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
-use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
@@ -91,43 +92,6 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// The migration that moves hash-keyed trees into strata rows and drops
 /// the old tables.
 const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
-
-/// A namespace's id and stratum height, fixed once it exists.
-#[derive(Debug, Clone, Copy)]
-struct NsInfo {
-    id: i64,
-    height: StratumHeight,
-}
-
-/// What every handle on one namespace carries: its name, the height it
-/// creates the namespace with, the id once known, counters and memory.
-#[derive(Debug)]
-struct Space {
-    name: Arc<str>,
-    height: StratumHeight,
-    info: OnceLock<NsInfo>,
-    counters: Counters,
-    recent: RecentNodes,
-}
-
-impl Space {
-    fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<Space> {
-        Arc::new(Space {
-            name: Arc::from(name),
-            height,
-            info: OnceLock::new(),
-            counters: Counters::default(),
-            recent: RecentNodes::new(recent),
-        })
-    }
-
-    fn rows_error(&self, source: strata::StrataError) -> SqlStoreError {
-        SqlStoreError::Rows {
-            namespace: self.name.to_string(),
-            source,
-        }
-    }
-}
 
 /// A tree store in an SQLite database, bound to one namespace.
 ///
@@ -496,7 +460,7 @@ async fn fetch_key_paths(
         return Ok(Vec::new());
     };
     let h = info.height.get();
-    let per_key = (MAX_LEVEL / h + 1) * 32;
+    let per_key = PathParams::width(info.height);
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
          starts(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx), \
@@ -523,48 +487,29 @@ async fn fetch_key_paths(
     );
     let mut out = Vec::new();
     for chunk in starts.chunks(super::packed::MAX_ROWS / 4) {
-        let mut depths = Vec::with_capacity(chunk.len() * 3);
-        let mut paths = Vec::with_capacity(chunk.len() * per_key);
-        let mut sibs = Vec::with_capacity(chunk.len() * per_key);
-        for start in chunk {
-            let depth = info.height.row_depth(start.level.min(MAX_LEVEL));
-            depths.extend_from_slice(format!("{depth:03}").as_bytes());
-            for d in (0..=MAX_LEVEL).step_by(h) {
-                let mut slot = [0u8; 32];
-                let p = path_bytes(&start.key, d);
-                slot[..p.len()].copy_from_slice(&p);
-                paths.extend_from_slice(&slot);
-                let mut slot = [0u8; 32];
-                if d > 0 {
-                    let other = start.key.with_bit(d - 1, !start.key.bit(d - 1));
-                    let p = path_bytes(&other, d);
-                    slot[..p.len()].copy_from_slice(&p);
-                }
-                sibs.extend_from_slice(&slot);
-            }
-        }
+        let params = PathParams::new(info.height, chunk);
+        let depths: Vec<u8> = params
+            .depths
+            .iter()
+            .flat_map(|d| format!("{d:03}").into_bytes())
+            .collect();
         space.counters.round_trip(1);
         let rows = sqlx::query(&sql)
             .bind(info.id)
             .bind(count(chunk.len()))
             .bind(count(h))
             .bind(depths)
-            .bind(paths)
-            .bind(sibs)
+            .bind(params.paths.concat())
+            .bind(params.sibs.concat())
             .bind(siblings)
             .bind(count(per_key))
             .fetch_all(&mut *conn)
             .await?;
-        for row in &rows {
-            let depth: i64 = row.try_get(0)?;
-            let body: &[u8] = row.try_get(1)?;
-            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
-            let decoded = Row::decode(depth, info.height, body)
-                .and_then(|r| r.nodes())
-                .map_err(|e| space.rows_error(e))?;
-            space.counters.read(decoded.1.len() as u64);
-            out.extend(decoded.1);
-        }
+        let rows = rows
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<Vec<(i64, &[u8])>, sqlx::Error>>()?;
+        out.extend(path_nodes(space, info.height, rows)?);
     }
     Ok(out)
 }
@@ -584,16 +529,8 @@ async fn commit_on(
         return Ok(CommitOutcome::RootMoved { current });
     };
     let keys = strata::touched_rows(batch, info.height);
-    let stored = read_rows(conn, info, &keys, &space.counters)
-        .await?
-        .into_iter()
-        .map(|(key, body)| {
-            Row::decode(key.depth, info.height, &body)
-                .map(|row| (key, row))
-                .map_err(|e| space.rows_error(e))
-        })
-        .collect::<Res<HashMap<RowKey, Row>>>()?;
-    let changes = strata::apply(batch, info.height, stored).map_err(|e| space.rows_error(e))?;
+    let stored = read_rows(conn, info, &keys, &space.counters).await?;
+    let changes = merge(space, info.height, batch, stored)?;
     write_rows(conn, info.id, &changes, &space.counters).await?;
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
