@@ -224,18 +224,6 @@ impl TestStore for MemoryStore {
     }
 }
 
-type NodeRowDump = (
-    String,
-    Vec<u8>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    i64,
-    i64,
-);
-type RootRowDump = (String, Vec<u8>, i64);
-
 const DUMP_STRATA_SQLITE: &str = "SELECT s.path, s.depth, s.body FROM ms_smt_strata s \
      JOIN ms_smt_namespaces n ON n.id = s.ns WHERE n.name = ? ORDER BY s.path, s.depth";
 const DUMP_ROOTS_SQLITE: &str = "SELECT name, root_hash, root_sum FROM ms_smt_namespaces \
@@ -370,58 +358,76 @@ impl TestStore for PostgresStore {
     }
 
     async fn node_rows(&self) -> usize {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_nodes WHERE namespace = $1")
-            .bind(self.namespace_name())
-            .fetch_one(self.pool())
-            .await
-            .expect("count nodes");
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM ms_smt_strata s JOIN ms_smt_namespaces n ON n.id = s.ns \
+             WHERE n.name = $1",
+        )
+        .bind(self.namespace_name())
+        .fetch_one(self.pool())
+        .await
+        .expect("count rows");
         usize::try_from(n).expect("row count")
     }
 
     async fn root_rows(&self) -> usize {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_roots WHERE namespace = $1")
-            .bind(self.namespace_name())
-            .fetch_one(self.pool())
-            .await
-            .expect("count roots");
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM ms_smt_namespaces WHERE name = $1 AND root_hash IS NOT NULL",
+        )
+        .bind(self.namespace_name())
+        .fetch_one(self.pool())
+        .await
+        .expect("count roots");
         usize::try_from(n).expect("row count")
     }
 
     async fn dump(&self) -> Vec<String> {
-        let nodes: Vec<NodeRowDump> = sqlx::query_as(
-            "SELECT namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs \
-             FROM ms_smt_nodes WHERE namespace = $1 ORDER BY hash",
-        )
-        .bind(self.namespace_name())
-        .fetch_all(self.pool())
-        .await
-        .expect("dump nodes");
-        let roots: Vec<RootRowDump> = sqlx::query_as(
-            "SELECT namespace, hash, sum FROM ms_smt_roots WHERE namespace = $1 ORDER BY hash",
+        let rows = self.strata_rows().await;
+        let roots: Vec<NsRootDump> = sqlx::query_as(
+            "SELECT name, root_hash, root_sum FROM ms_smt_namespaces \
+             WHERE name = $1 AND root_hash IS NOT NULL",
         )
         .bind(self.namespace_name())
         .fetch_all(self.pool())
         .await
         .expect("dump roots");
-        let mut out: Vec<String> = nodes.iter().map(|r| format!("{r:?}")).collect();
+        let mut out: Vec<String> = rows.iter().map(|r| format!("{r:?}")).collect();
         out.extend(roots.iter().map(|r| format!("root {r:?}")));
         out
     }
 
     async fn raw_sums(&self) -> Option<RawSums> {
-        let nodes: Vec<i64> =
-            sqlx::query_scalar("SELECT sum FROM ms_smt_nodes WHERE namespace = $1")
+        let rows = self.strata_rows().await;
+        let (height, root): (i32, Option<i64>) =
+            sqlx::query_as("SELECT height, root_sum FROM ms_smt_namespaces WHERE name = $1")
                 .bind(self.namespace_name())
-                .fetch_all(self.pool())
+                .fetch_one(self.pool())
                 .await
-                .expect("node sums");
-        let root: Option<i64> =
-            sqlx::query_scalar("SELECT sum FROM ms_smt_roots WHERE namespace = $1")
-                .bind(self.namespace_name())
-                .fetch_optional(self.pool())
-                .await
-                .expect("root sum");
-        Some(RawSums { nodes, root })
+                .expect("namespace row");
+        Some(RawSums {
+            nodes: body_sums(&rows, u8::try_from(height).expect("height")),
+            root,
+        })
+    }
+}
+
+/// The strata rows of a Postgres namespace, in key order.
+trait PgStrata {
+    fn strata_rows(&self) -> impl Future<Output = Vec<StrataRowDump>> + Send;
+}
+
+impl PgStrata for PostgresStore {
+    async fn strata_rows(&self) -> Vec<StrataRowDump> {
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
+            "SELECT s.path, s.depth, s.body FROM ms_smt_strata s \
+             JOIN ms_smt_namespaces n ON n.id = s.ns WHERE n.name = $1 ORDER BY s.path, s.depth",
+        )
+        .bind(self.namespace_name())
+        .fetch_all(self.pool())
+        .await
+        .expect("dump rows");
+        rows.into_iter()
+            .map(|(p, d, b)| (p, i64::from(d), b))
+            .collect()
     }
 }
 
@@ -2247,7 +2253,7 @@ async fn host_app_postgres() {
     tables_after.retain(|t| !tables_before.contains(t));
     assert_eq!(
         tables_after,
-        ["ms_smt_migrations", "ms_smt_nodes", "ms_smt_roots"]
+        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"]
     );
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")

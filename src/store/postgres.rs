@@ -1,83 +1,109 @@
-//! PostgreSQL store on sqlx: many namespaces per database, reference-counted
-//! rows, a constant number of statements per commit.
+//! PostgreSQL store on sqlx: many namespaces per database, position-keyed
+//! strata rows ([`super::strata`]), a constant number of statements per
+//! commit.
 //!
-//! * Reads: one array-bound query per descent level while keys share nodes,
-//!   then one bounded recursive query that walks every single-key path to
-//!   its end. Every read by hash is a fenced primary-key probe (see
-//!   [`fetch_nodes`]), so plans do not depend on statistics. Nodes the
-//!   handle remembers ([`RecentNodes`]) are not read at all.
+//! * Tables: `ms_smt_namespaces` (an integer id per namespace name, its
+//!   stratum height and current root) and `ms_smt_strata` (one row per
+//!   stratum, primary key `(ns, path, depth)`).
+//! * Reads: one statement for a whole batch: a bounded recursive query
+//!   (at most `256 / height` steps per key) walks each key's rows from
+//!   where the handle's remembered nodes ([`RecentNodes`]) end and returns
+//!   each row once, with the sibling rows at its boundaries. Every row read
+//!   is a fenced primary-key probe (`LATERAL ... OFFSET 0`), so plans do not
+//!   depend on statistics.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
-//!   root check, one `DELETE` of the rows the batch takes to zero
-//!   references, one `INSERT ... SELECT FROM UNNEST(...)` of the new rows
-//!   (under a savepoint; an `ON CONFLICT` upsert when some already exist),
-//!   one upsert for rows that lose references but survive, one root write:
-//!   at most eleven statements with `BEGIN` and `COMMIT`, whatever the
-//!   batch size.
+//!   root check, one read of the rows the batch touches, the merge in
+//!   process, one `INSERT ... ON CONFLICT` of the changed rows, one
+//!   `DELETE` of the rows left empty, one root update.
 //! * Inside a caller's transaction ([`PostgresStore::in_transaction`]) the
 //!   same statements run under a savepoint; the advisory lock is held until
 //!   the caller's transaction ends.
+//! * A database written by earlier versions (one row per node hash) is
+//!   migrated when opened, one transaction per namespace (see
+//!   [`PostgresStore::migrate`]).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::query::Query;
-use sqlx::{Connection, PgConnection, PgPool, Postgres, Row};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool, Row as _};
 use tokio::sync::Mutex;
 
+use super::migrate::{OldTreeWalk, strata_rows};
 use super::sql::{
-    Changes, SqlStoreError, decode_root, decode_rows, fold, missing_reference, root_row,
+    MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_root, decode_rows, merge,
+    path_nodes, sum_to_sql,
 };
-use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use super::strata::{self, RowChange, RowKey, StratumHeight};
+use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
-/// `_sqlx_migrations`, which belongs to the host application).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "nodes and roots",
-    "CREATE TABLE ms_smt_nodes (
-        namespace TEXT NOT NULL,
-        hash BYTEA NOT NULL,
-        l_hash BYTEA,
-        r_hash BYTEA,
-        leaf_key BYTEA,
-        value BYTEA,
-        sum BIGINT NOT NULL,
-        refs BIGINT NOT NULL,
-        PRIMARY KEY (namespace, hash)
-    );
-    CREATE TABLE ms_smt_roots (
-        namespace TEXT PRIMARY KEY NOT NULL,
-        hash BYTEA NOT NULL,
-        sum BIGINT NOT NULL
-    );",
-)];
+/// `_sqlx_migrations`, which belongs to the host application). Version 3
+/// moves the trees of version 1 into the tables of version 2 (see
+/// [`PostgresStore::migrate`]).
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "nodes and roots",
+        "CREATE TABLE ms_smt_nodes (
+            namespace TEXT NOT NULL,
+            hash BYTEA NOT NULL,
+            l_hash BYTEA,
+            r_hash BYTEA,
+            leaf_key BYTEA,
+            value BYTEA,
+            sum BIGINT NOT NULL,
+            refs BIGINT NOT NULL,
+            PRIMARY KEY (namespace, hash)
+        );
+        CREATE TABLE ms_smt_roots (
+            namespace TEXT PRIMARY KEY NOT NULL,
+            hash BYTEA NOT NULL,
+            sum BIGINT NOT NULL
+        );",
+    ),
+    (
+        2,
+        "namespaces and position-keyed strata",
+        "CREATE TABLE ms_smt_namespaces (
+            id BIGSERIAL PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            height INT NOT NULL,
+            root_hash BYTEA,
+            root_sum BIGINT
+        );
+        CREATE TABLE ms_smt_strata (
+            ns BIGINT NOT NULL,
+            path BYTEA NOT NULL,
+            depth INT NOT NULL,
+            body BYTEA NOT NULL,
+            PRIMARY KEY (ns, path, depth)
+        );",
+    ),
+];
+
+/// The migration that moves hash-keyed trees into strata rows and drops
+/// the old tables.
+const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
 
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`fetch_key_paths`]).
 const JIT_GUARD_MIN_STARTS: usize = 32;
-
-/// Batches with at least this many new rows try a plain `INSERT` first
-/// (see [`insert_new_rows`]); below it the savepoint's two round trips
-/// cost more than the upsert's overhead.
-const PLAIN_INSERT_MIN_ROWS: usize = 256;
 
 /// Advisory lock key of the migrations (an arbitrary constant: "mssmt").
 const MIGRATION_LOCK: i64 = 0x006d_7373_6d74;
 
 /// A tree store in a PostgreSQL database, bound to one namespace.
 ///
-/// Cloning is cheap and shares the pool and the handle's [`RecentNodes`].
-/// Sums are stored as the i64 with the same bits as the u64; rows carry a
-/// reference count, one per tree position using them.
+/// Cloning is cheap and shares the pool, the handle's counters and its
+/// [`RecentNodes`]. Sums are stored as the i64 with the same bits as the
+/// u64 (the root) or as little-endian bytes inside row bodies; they are
+/// never compared in SQL.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
-    namespace: Arc<str>,
-    counters: Arc<Counters>,
-    recent: Arc<RecentNodes>,
+    space: Arc<Space>,
     /// True when the pool's sessions run with JIT off (pools made by
     /// [`PostgresStore::connect`]), so path walks need no guard.
     jit_off: bool,
@@ -114,20 +140,21 @@ impl PostgresStore {
     pub fn from_pool(pool: PgPool, namespace: &str) -> Self {
         PostgresStore {
             pool,
-            namespace: Arc::from(namespace),
-            counters: Arc::default(),
-            recent: Arc::default(),
+            space: Space::new(
+                namespace,
+                StratumHeight::default(),
+                super::DEFAULT_RECENT_NODES,
+            ),
             jit_off: false,
         }
     }
 
-    /// The same database, another namespace (an independent tree).
+    /// The same database, another namespace (an independent tree), with
+    /// this handle's settings.
     pub fn namespace(&self, name: &str) -> Self {
         PostgresStore {
             pool: self.pool.clone(),
-            namespace: Arc::from(name),
-            counters: Arc::default(),
-            recent: Arc::new(RecentNodes::new(self.recent.capacity())),
+            space: Space::new(name, self.space.height, self.space.recent.capacity()),
             jit_off: self.jit_off,
         }
     }
@@ -139,19 +166,29 @@ impl PostgresStore {
     /// [`RecentNodes`] for why remembered nodes are always right.
     pub fn with_recent_nodes(self, capacity: usize) -> Self {
         PostgresStore {
-            recent: Arc::new(RecentNodes::new(capacity)),
+            space: Space::new(&self.space.name, self.space.height, capacity),
+            ..self
+        }
+    }
+
+    /// This handle creating its namespace, if new, with `height` levels per
+    /// row (default [`DEFAULT_STRATUM_HEIGHT`](super::DEFAULT_STRATUM_HEIGHT)).
+    /// A namespace that exists keeps the height it was created with.
+    pub fn with_stratum_height(self, height: StratumHeight) -> Self {
+        PostgresStore {
+            space: Space::new(&self.space.name, height, self.space.recent.capacity()),
             ..self
         }
     }
 
     /// The nodes this handle remembers.
     pub fn recent(&self) -> &RecentNodes {
-        &self.recent
+        &self.space.recent
     }
 
     /// This store's namespace.
     pub fn namespace_name(&self) -> &str {
-        &self.namespace
+        &self.space.name
     }
 
     /// The pool.
@@ -163,42 +200,103 @@ impl PostgresStore {
     /// safe to run concurrently (advisory lock); tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations.
+    ///
+    /// A database written by earlier versions (one row per node hash) is
+    /// moved to strata rows here: each namespace's tree is walked from its
+    /// root, rebuilt in the new layout, and its root compared with the old
+    /// one before the old rows go, in one transaction per namespace. If a
+    /// namespace cannot be moved, [`SqlStoreError::Migration`] says why and
+    /// its old rows stay as they were.
     pub async fn migrate(&self) -> Res<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
+        let current = {
+            let mut tx = self.pool.begin().await?;
+            lock_migrations(&mut tx).await?;
+            sqlx::raw_sql(
+                "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
+                    version BIGINT PRIMARY KEY NOT NULL,
+                    description TEXT NOT NULL,
+                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )",
+            )
             .execute(&mut *tx)
             .await?;
-        sqlx::raw_sql(
-            "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
-                version BIGINT PRIMARY KEY NOT NULL,
-                description TEXT NOT NULL,
-                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-            )",
-        )
-        .execute(&mut *tx)
-        .await?;
-        let current: i64 =
-            sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
-                .fetch_one(&mut *tx)
-                .await?;
-        let latest = MIGRATIONS.last().map_or(0, |m| m.0);
-        if current > latest {
-            return Err(SqlStoreError::SchemaTooNew {
-                found: current,
-                supported: latest,
-            });
+            let current = migration_version(&mut tx).await?;
+            if current > MOVE_TO_STRATA.0 {
+                return Err(SqlStoreError::SchemaTooNew {
+                    found: current,
+                    supported: MOVE_TO_STRATA.0,
+                });
+            }
+            for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+                sqlx::raw_sql(sql).execute(&mut *tx).await?;
+                record_migration(&mut tx, *version, description).await?;
+            }
+            tx.commit().await?;
+            current
+        };
+        if current < MOVE_TO_STRATA.0 {
+            self.move_to_strata().await?;
         }
-        for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
-            sqlx::raw_sql(sql).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO ms_smt_migrations (version, description) VALUES ($1, $2)")
-                .bind(version)
-                .bind(description)
+        Ok(())
+    }
+
+    /// Migration 3: every namespace of `ms_smt_roots` into strata rows, one
+    /// transaction each, then the old tables dropped.
+    async fn move_to_strata(&self) -> Res<()> {
+        loop {
+            let mut tx = self.pool.begin().await?;
+            lock_migrations(&mut tx).await?;
+            if migration_version(&mut tx).await? >= MOVE_TO_STRATA.0 {
+                return Ok(()); // another process finished it
+            }
+            let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
+                "SELECT namespace, hash, sum FROM ms_smt_roots ORDER BY namespace LIMIT 1",
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((name, hash, sum)) = next else {
+                sqlx::raw_sql("DROP TABLE ms_smt_nodes; DROP TABLE ms_smt_roots;")
+                    .execute(&mut *tx)
+                    .await?;
+                record_migration(&mut tx, MOVE_TO_STRATA.0, MOVE_TO_STRATA.1).await?;
+                tx.commit().await?;
+                return Ok(());
+            };
+            let fail = |source: MigrationError| SqlStoreError::Migration {
+                namespace: name.clone(),
+                source,
+            };
+            let root = decode_root(&name, Some((hash, sum)))?;
+            let mut walk = OldTreeWalk::new(&root);
+            while !walk.is_done() {
+                let nodes = fetch_old_nodes(&mut tx, &name, &walk.wanted()).await?;
+                walk.advance(nodes).map_err(|e| fail(e.into()))?;
+            }
+            let (layout, leaves) = walk.finish();
+            let height = self.space.height;
+            let rows = strata_rows(layout, &leaves, height, &root).map_err(|e| fail(e.into()))?;
+            let id: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING id",
+            )
+            .bind(&name)
+            .bind(height_sql(height))
+            .bind(root.hash.0.to_vec())
+            .bind(sum_to_sql(root.sum))
+            .fetch_optional(&mut *tx)
+            .await?;
+            let id = id.ok_or_else(|| fail(MigrationError::AlreadyMigrated))?;
+            write_rows(&mut tx, id, &rows, &self.space).await?;
+            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1")
+                .bind(&name)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
         }
-        tx.commit().await?;
-        Ok(())
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -209,9 +307,7 @@ impl PostgresStore {
     pub fn in_transaction<'c>(&self, conn: &'c mut PgConnection) -> PostgresTxStore<'c> {
         PostgresTxStore {
             conn: Mutex::new(conn),
-            namespace: self.namespace.clone(),
-            counters: self.counters.clone(),
-            recent: self.recent.clone(),
+            space: self.space.clone(),
         }
     }
 }
@@ -221,35 +317,45 @@ impl PostgresStore {
 #[derive(Debug)]
 pub struct PostgresTxStore<'c> {
     conn: Mutex<&'c mut PgConnection>,
-    namespace: Arc<str>,
-    counters: Arc<Counters>,
-    recent: Arc<RecentNodes>,
+    space: Arc<Space>,
 }
 
-async fn load_root(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<ComputedNode> {
-    counters.round_trip(1);
-    let row: Option<(Vec<u8>, i64)> =
-        sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = $1")
-            .bind(ns)
-            .fetch_optional(&mut *conn)
-            .await?;
-    decode_root(ns, row)
+fn height_sql(height: StratumHeight) -> i32 {
+    i32::try_from(height.get()).unwrap_or(i32::MAX)
 }
 
-/// Reads rows by hash. Every lookup by hash in this store is a primary-key
-/// equality probe inside a LATERAL subquery fenced with `OFFSET 0`, never
-/// `hash = ANY($2)`: for a namespace the statistics have not seen yet (a
-/// tree just created), the planner estimates one row for `namespace = $1`
-/// and scans the whole namespace filtering on the array, ~5 ms per call at
-/// 25,000 rows and growing with the tree.
-async fn fetch_nodes(
+async fn lock_migrations(conn: &mut PgConnection) -> Res<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn migration_version(conn: &mut PgConnection) -> Res<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
+            .fetch_one(&mut *conn)
+            .await?,
+    )
+}
+
+async fn record_migration(conn: &mut PgConnection, version: i64, what: &str) -> Res<()> {
+    sqlx::query("INSERT INTO ms_smt_migrations (version, description) VALUES ($1, $2)")
+        .bind(version)
+        .bind(what)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Reads nodes of the hash-keyed schema (migration only).
+async fn fetch_old_nodes(
     conn: &mut PgConnection,
     ns: &str,
     hashes: &[Hash],
-    counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
     let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
-    counters.round_trip(1);
     let rows = sqlx::query(
         "SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
          FROM UNNEST($2::bytea[]) AS w(hash) CROSS JOIN LATERAL ( \
@@ -260,302 +366,303 @@ async fn fetch_nodes(
     .bind(keys)
     .fetch_all(&mut *conn)
     .await?;
-    let out = decode_rows(ns, &rows)?;
-    counters.read(out.len() as u64);
-    Ok(out)
+    decode_rows(ns, &rows)
 }
 
-/// Walks each start's key path server-side in one bounded recursive query
-/// (at most 256 steps). Each step carries the whole row it read, so every
-/// walked node is read once (siblings, for proofs, are one more probe per
-/// branch). Every read is a LATERAL primary-key lookup fenced with
-/// `OFFSET 0`: without the fence the planner flattens them into joins and,
-/// with a large estimate for the recursive work table, picks a hash join
-/// that scans the whole namespace on every step (minutes on a 2.4M-row
-/// full tree). With it, the plan is one index probe per walked row
-/// whatever the estimates. `get_bit` numbers bits least-significant first
-/// within each byte, the tree's own bit order.
+/// A namespace row: id, height, root hash and sum (both NULL when empty).
+type NamespaceRow = (i64, i32, Option<Vec<u8>>, Option<i64>);
+
+/// The namespace's root, learning its id and height on the way.
+async fn load_root(conn: &mut PgConnection, space: &Space) -> Res<ComputedNode> {
+    space.counters.round_trip(1);
+    let row: Option<NamespaceRow> = sqlx::query_as(
+        "SELECT id, height, root_hash, root_sum FROM ms_smt_namespaces WHERE name = $1",
+    )
+    .bind(&*space.name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((id, height, hash, sum)) = row else {
+        return Ok(ComputedNode::empty_root());
+    };
+    let height = u8::try_from(height)
+        .ok()
+        .and_then(StratumHeight::new)
+        .ok_or(SqlStoreError::StratumHeight(i64::from(height)))?;
+    let _ = space.info.set(NsInfo { id, height });
+    decode_root(&space.name, hash.zip(sum))
+}
+
+/// The namespace's id and height, creating its row when `create` (inside
+/// a write transaction). `None` when it does not exist and `create` is false.
+async fn namespace(conn: &mut PgConnection, space: &Space, create: bool) -> Res<Option<NsInfo>> {
+    if let Some(info) = space.info.get() {
+        return Ok(Some(*info));
+    }
+    if create {
+        space.counters.round_trip(1);
+        sqlx::query(
+            "INSERT INTO ms_smt_namespaces (name, height) VALUES ($1, $2) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(&*space.name)
+        .bind(height_sql(space.height))
+        .execute(&mut *conn)
+        .await?;
+    }
+    load_root(conn, space).await?;
+    Ok(space.info.get().copied())
+}
+
+/// Reads the rows on the paths of `starts` and, with `siblings`, the
+/// sibling rows at each row boundary, in one statement (see the module
+/// docs and [`PathParams`]); returns their nodes, rows nearest the root
+/// first.
+///
+/// The planner's row estimate for a recursive query is a guess that grows
+/// with the start array, and past `jit_above_cost` the server JIT-compiles
+/// the plan: ~200 ms of LLVM work for a query that runs in ~20 ms. Unless
+/// the session already runs without JIT, a large walk runs in a
+/// transaction (a savepoint when the caller already holds one) that sets
+/// `jit = off` locally and is rolled back afterwards.
 async fn fetch_key_paths(
     conn: &mut PgConnection,
-    ns: &str,
+    space: &Space,
     starts: &[PathStart],
     siblings: bool,
     jit_off: bool,
-    counters: &Counters,
 ) -> Res<Vec<(Hash, Node)>> {
-    // The planner's row estimate for a recursive query is a guess that
-    // grows with the start array, and past `jit_above_cost` the server
-    // JIT-compiles the plan: ~200 ms of LLVM work for a query that runs in
-    // ~20 ms. Unless the session already runs without JIT, a large walk
-    // runs in a transaction (a savepoint when the caller already holds
-    // one) that sets `jit = off` locally and is rolled back afterwards,
-    // leaving the session as it was. Small walks stay far below the
-    // default threshold (the estimate is ~2,000 cost units per start).
-    let guard = !jit_off && starts.len() >= JIT_GUARD_MIN_STARTS;
-    let rows = if guard {
-        counters.round_trip(1);
-        let mut tx = conn.begin().await?;
-        counters.round_trip(1);
-        sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
-        let rows = walk(&mut tx, ns, starts, siblings, counters).await?;
-        counters.round_trip(1);
-        tx.rollback().await?;
-        rows
-    } else {
-        walk(conn, ns, starts, siblings, counters).await?
+    let Some(info) = namespace(conn, space, false).await? else {
+        return Ok(Vec::new());
     };
-    let out = decode_rows(ns, &rows)?;
-    counters.read(out.len() as u64);
-    Ok(out)
+    let guard = !jit_off && starts.len() >= JIT_GUARD_MIN_STARTS;
+    if guard {
+        space.counters.round_trip(1);
+        let mut tx = conn.begin().await?;
+        space.counters.round_trip(1);
+        sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
+        let nodes = walk(&mut tx, space, info, starts, siblings).await?;
+        space.counters.round_trip(1);
+        tx.rollback().await?;
+        Ok(nodes)
+    } else {
+        walk(conn, space, info, starts, siblings).await
+    }
 }
 
-/// The walk query itself (see [`fetch_key_paths`]).
+/// The walk query itself (see [`fetch_key_paths`]). Every row read is a
+/// LATERAL primary-key probe fenced with `OFFSET 0`: without the fence the
+/// planner may flatten it into a join that scans the namespace.
 async fn walk(
     conn: &mut PgConnection,
-    ns: &str,
+    space: &Space,
+    info: NsInfo,
     starts: &[PathStart],
     siblings: bool,
-    counters: &Counters,
-) -> Res<Vec<PgRow>> {
-    let hashes: Vec<&[u8]> = starts.iter().map(|s| s.hash.0.as_slice()).collect();
-    let levels: Vec<i32> = starts
+) -> Res<Vec<(Hash, Node)>> {
+    let params = PathParams::new(info.height, starts);
+    let depths: Vec<i32> = params
+        .depths
         .iter()
-        .map(|s| i32::try_from(s.level).unwrap_or(i32::MAX))
+        .map(|d| i32::try_from(*d).unwrap_or(i32::MAX))
         .collect();
-    let keys: Vec<&[u8]> = starts.iter().map(|s| s.key.0.as_slice()).collect();
-    counters.round_trip(1);
-    Ok(sqlx::query(
-        "WITH RECURSIVE walk(hash, l_hash, r_hash, leaf_key, value, sum, lvl, key) AS ( \
-             SELECT n.*, s.lvl, s.key \
-             FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS s(hash, lvl, key) \
-             CROSS JOIN LATERAL ( \
-                 SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
-                 WHERE m.namespace = $1 AND m.hash = s.hash OFFSET 0) AS n \
-           UNION ALL \
-             SELECT n.*, w.lvl + 1, w.key \
-             FROM walk w CROSS JOIN LATERAL ( \
-                 SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
-                 WHERE m.namespace = $1 \
-                   AND m.hash = CASE WHEN get_bit(w.key, w.lvl) = 1 THEN w.r_hash ELSE w.l_hash END \
+    space.counters.round_trip(1);
+    let rows = sqlx::query(
+        "WITH RECURSIVE s AS ( \
+             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[]) AS s(depth, paths, sibs)), \
+         walk(depth, paths, sibs) AS ( \
+             SELECT s.depth, s.paths, s.sibs FROM s CROSS JOIN LATERAL ( \
+                 SELECT 1 FROM ms_smt_strata m WHERE m.ns = $1 AND m.depth = s.depth \
+                   AND m.path = substring(s.paths from (s.depth / $5) * 32 + 1 \
+                                          for (s.depth + 7) / 8) \
                  OFFSET 0) AS n \
-             WHERE w.l_hash IS NOT NULL AND w.lvl < 256 \
-         ) \
-         SELECT hash, l_hash, r_hash, leaf_key, value, sum FROM walk \
-         UNION ALL \
-         SELECT n.* FROM walk w CROSS JOIN LATERAL ( \
-             SELECT m.hash, m.l_hash, m.r_hash, m.leaf_key, m.value, m.sum FROM ms_smt_nodes m \
-             WHERE m.namespace = $1 \
-               AND m.hash = CASE WHEN get_bit(w.key, w.lvl) = 1 THEN w.l_hash ELSE w.r_hash END \
-             OFFSET 0) AS n \
-         WHERE $5 AND w.l_hash IS NOT NULL AND w.lvl < 256",
+           UNION ALL \
+             SELECT w.depth + $5, w.paths, w.sibs FROM walk w CROSS JOIN LATERAL ( \
+                 SELECT 1 FROM ms_smt_strata m WHERE m.ns = $1 AND m.depth = w.depth + $5 \
+                   AND m.path = substring(w.paths from ((w.depth + $5) / $5) * 32 + 1 \
+                                          for (w.depth + $5 + 7) / 8) \
+                 OFFSET 0) AS n \
+             WHERE w.depth + $5 <= 256), \
+         want AS ( \
+             SELECT substring(paths from (depth / $5) * 32 + 1 for (depth + 7) / 8) AS path, \
+                    depth FROM walk \
+           UNION \
+             SELECT substring(sibs from ((depth + $5) / $5) * 32 + 1 for (depth + $5 + 7) / 8), \
+                    depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256) \
+         SELECT n.depth, n.body FROM want w CROSS JOIN LATERAL ( \
+             SELECT m.depth, m.body FROM ms_smt_strata m \
+             WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n \
+         ORDER BY n.depth",
     )
-    .bind(ns)
-    .bind(hashes)
-    .bind(levels)
-    .bind(keys)
+    .bind(info.id)
+    .bind(depths)
+    .bind(&params.paths)
+    .bind(&params.sibs)
+    .bind(height_sql(info.height))
     .bind(siblings)
     .fetch_all(&mut *conn)
-    .await?)
+    .await?;
+    let rows = rows
+        .iter()
+        .map(|row| Ok((i64::from(row.try_get::<i32, _>(0)?), row.try_get(1)?)))
+        .collect::<Result<Vec<(i64, &[u8])>, sqlx::Error>>()?;
+    path_nodes(space, info.height, rows)
 }
 
 /// Check-and-apply inside an open transaction or savepoint. Returns
 /// `RootMoved` without writing when the root is not `batch.old_root`.
 async fn commit_on(
     conn: &mut PgConnection,
-    ns: &str,
+    space: &Space,
     batch: &UpdateBatch,
-    counters: &Counters,
 ) -> Res<CommitOutcome> {
-    counters.round_trip(1);
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
-        .bind(ns)
-        .execute(&mut *conn)
-        .await?;
-    let current = load_root(conn, ns, counters).await?;
+    lock_namespace(conn, space).await?;
+    let current = load_root(conn, space).await?;
     if current != batch.old_root {
         return Ok(CommitOutcome::RootMoved { current });
     }
-    let net = batch.net_changes();
-    let changes = fold(&net);
-    apply_changes(conn, ns, &changes, counters).await?;
-    counters.round_trip(1);
-    match root_row(&batch.new_root) {
-        Some((hash, sum)) => {
-            sqlx::query(
-                "INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES ($1, $2, $3) \
-                 ON CONFLICT (namespace) DO UPDATE SET hash = EXCLUDED.hash, sum = EXCLUDED.sum",
-            )
-            .bind(ns)
-            .bind(hash)
-            .bind(sum)
-            .execute(&mut *conn)
-            .await?;
-        }
-        None => {
-            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
-                .bind(ns)
-                .execute(&mut *conn)
-                .await?;
-        }
-    }
-    counters.written(changes.len() as u64);
+    let Some(info) = namespace(conn, space, true).await? else {
+        return Ok(CommitOutcome::RootMoved { current });
+    };
+    let keys = strata::touched_rows(batch, info.height);
+    let stored = read_rows(conn, space, info, &keys).await?;
+    let changes = merge(space, info.height, batch, stored)?;
+    write_rows(conn, info.id, &changes, space).await?;
+    space.counters.round_trip(1);
+    let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
+        (
+            batch.new_root.hash.0.to_vec(),
+            sum_to_sql(batch.new_root.sum),
+        )
+    });
+    let (hash, sum) = root.unzip();
+    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2 WHERE id = $3")
+        .bind(hash)
+        .bind(sum)
+        .bind(info.id)
+        .execute(&mut *conn)
+        .await?;
+    space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
 }
 
-/// Applies the net changes, writing each row once, in a constant number of
-/// array-bound statements:
-/// 1. one delete of the rows whose reference count the batch takes to zero
-///    (located by fenced primary-key probes, see [`fetch_nodes`], and
-///    deleted by row id), returning their hashes;
-/// 2. the rows gaining references: a plain insert under a savepoint
-///    ([`insert_new_rows`]), or an upsert when some already exist;
-/// 3. the rows losing references without reaching zero: an upsert that
-///    reports any count left at zero or below (a reference the store does
-///    not hold), which abandons the transaction.
-///
-/// The commit holds the namespace's advisory lock, so no other writer can
-/// change a count in between.
-async fn apply_changes(
+/// Serialises writers of one namespace until the transaction ends.
+async fn lock_namespace(conn: &mut PgConnection, space: &Space) -> Res<()> {
+    space.counters.round_trip(1);
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
+        .bind(&*space.name)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// The row keys as two parallel arrays (paths, depths).
+fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec<i32>) {
+    keys.map(|k| {
+        (
+            k.path.as_slice(),
+            i32::try_from(k.depth).unwrap_or(i32::MAX),
+        )
+    })
+    .unzip()
+}
+
+/// The stored bodies of the rows at `keys`.
+async fn read_rows(
     conn: &mut PgConnection,
-    ns: &str,
-    changes: &Changes<'_>,
-    counters: &Counters,
+    space: &Space,
+    info: NsInfo,
+    keys: &[RowKey],
+) -> Res<Vec<(RowKey, Vec<u8>)>> {
+    let (paths, depths) = key_arrays(keys.iter());
+    space.counters.round_trip(1);
+    let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
+        "SELECT n.path, n.depth, n.body \
+         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
+             SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
+             WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n",
+    )
+    .bind(info.id)
+    .bind(paths)
+    .bind(depths)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(path, depth, body)| {
+            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+            (RowKey { path, depth }, body)
+        })
+        .collect())
+}
+
+/// Writes a merge's row changes: one upsert of the rows that changed, one
+/// delete of the rows left empty (located by fenced primary-key probes and
+/// deleted by row id). Rows go in key order.
+async fn write_rows(
+    conn: &mut PgConnection,
+    ns: i64,
+    changes: &[RowChange],
+    space: &Space,
 ) -> Res<()> {
-    let dropping = changes.select(|i| changes.delta[i] < 0);
-    let mut deleted: HashSet<Vec<u8>, foldhash::fast::RandomState> = HashSet::default();
-    if dropping.len() > 0 {
-        counters.round_trip(1);
-        let gone: Vec<(Vec<u8>,)> = sqlx::query_as(
-            "DELETE FROM ms_smt_nodes WHERE ctid = ANY(ARRAY( \
-                 SELECT n.ctid FROM UNNEST($2::bytea[], $3::int8[]) AS w(hash, delta) \
-                 CROSS JOIN LATERAL ( \
-                     SELECT ctid, refs FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
-                     OFFSET 0) AS n \
-                 WHERE n.refs + w.delta = 0)) \
-             RETURNING hash",
+    let mut put_keys = Vec::new();
+    let mut bodies: Vec<&[u8]> = Vec::new();
+    let mut gone = Vec::new();
+    for change in changes {
+        match change {
+            RowChange::Put(key, body) => {
+                put_keys.push(key);
+                bodies.push(body);
+            }
+            RowChange::Delete(key) => gone.push(key),
+        }
+    }
+    if !put_keys.is_empty() {
+        let (paths, depths) = key_arrays(put_keys.into_iter());
+        space.counters.round_trip(1);
+        sqlx::query(
+            "INSERT INTO ms_smt_strata (ns, path, depth, body) \
+             SELECT $1, * FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) \
+             ON CONFLICT (ns, path, depth) DO UPDATE SET body = EXCLUDED.body",
         )
         .bind(ns)
-        .bind(&dropping.hash)
-        .bind(&dropping.delta)
-        .fetch_all(&mut *conn)
+        .bind(paths)
+        .bind(depths)
+        .bind(bodies)
+        .execute(&mut *conn)
         .await?;
-        deleted.extend(gone.into_iter().map(|(h,)| h));
     }
-    let adding = changes.select(|i| changes.delta[i] > 0);
-    // Full trees share nodes all the time (equal leaves anywhere are one
-    // row), so a plain insert would mostly fail; their batches carry plain
-    // leaf rows (compacted trees store compacted leaves instead) and go
-    // straight to the upsert.
-    let shares_often =
-        (0..adding.len()).any(|i| adding.leaf_key[i].is_none() && adding.value[i].is_some());
-    let try_plain = !shares_often && adding.len() >= PLAIN_INSERT_MIN_ROWS;
-    if adding.len() > 0 && (!try_plain || !insert_new_rows(conn, &adding, ns, counters).await?) {
-        upsert(conn, ns, &adding, counters).await?;
-    }
-    let surviving = changes.select(|i| changes.delta[i] < 0 && !deleted.contains(changes.hash[i]));
-    if surviving.len() > 0 {
-        upsert(conn, ns, &surviving, counters).await?;
+    if !gone.is_empty() {
+        let (paths, depths) = key_arrays(gone.into_iter());
+        space.counters.round_trip(1);
+        sqlx::query(
+            "DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
+                 SELECT n.ctid FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT ctid FROM ms_smt_strata m \
+                     WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n))",
+        )
+        .bind(ns)
+        .bind(paths)
+        .bind(depths)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(())
 }
 
-/// `INSERT`s every row of a [`Changes`] bound by [`bind_rows`]; the two
-/// write paths below append their own tails.
-macro_rules! insert_rows_sql {
-    () => {
-        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-         SELECT $1, * FROM UNNEST($2::bytea[], $3::bytea[], $4::bytea[], $5::bytea[], $6::bytea[], $7::int8[], $8::int8[])"
+/// Removes the namespace's rows (one key range) and its root.
+async fn delete_all_on(conn: &mut PgConnection, space: &Space) -> Res<()> {
+    lock_namespace(conn, space).await?;
+    let Some(info) = namespace(conn, space, false).await? else {
+        return Ok(());
     };
-}
-
-/// Binds the namespace and the row columns as `$1 .. $8` of
-/// [`insert_rows_sql`].
-fn bind_rows<'q>(
-    query: Query<'q, Postgres, PgArguments>,
-    ns: &'q str,
-    rows: &'q Changes<'_>,
-) -> Query<'q, Postgres, PgArguments> {
-    query
-        .bind(ns)
-        .bind(&rows.hash)
-        .bind(&rows.l_hash)
-        .bind(&rows.r_hash)
-        .bind(&rows.leaf_key)
-        .bind(&rows.value)
-        .bind(&rows.sum)
-        .bind(&rows.delta)
-}
-
-/// Inserts `rows` as new rows with a plain `INSERT` under a savepoint: the
-/// common case (fresh nodes) then skips `ON CONFLICT`'s speculative
-/// insertion, which costs about as much again per row. Returns false, with
-/// the savepoint rolled back, when some row already exists (identical
-/// subtrees elsewhere in the tree); the caller then upserts instead (and
-/// the server logs the unique violation, one line per such commit).
-async fn insert_new_rows(
-    conn: &mut PgConnection,
-    rows: &Changes<'_>,
-    ns: &str,
-    counters: &Counters,
-) -> Res<bool> {
-    counters.round_trip(1);
-    let mut savepoint = conn.begin().await?;
-    counters.round_trip(1);
-    let inserted = bind_rows(sqlx::query(insert_rows_sql!()), ns, rows)
-        .execute(&mut *savepoint)
-        .await;
-    counters.round_trip(1);
-    match inserted {
-        Ok(_) => {
-            savepoint.commit().await?;
-            Ok(true)
-        }
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            savepoint.rollback().await?;
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Adds each row's delta to its reference count, creating missing rows.
-/// A count left at zero or below means the batch dropped references the
-/// store does not hold: the error abandons the transaction.
-async fn upsert(
-    conn: &mut PgConnection,
-    ns: &str,
-    rows: &Changes<'_>,
-    counters: &Counters,
-) -> Res<()> {
-    counters.round_trip(1);
-    let sql = concat!(
-        "WITH up AS (",
-        insert_rows_sql!(),
-        " ON CONFLICT (namespace, hash) DO UPDATE SET refs = ms_smt_nodes.refs + EXCLUDED.refs \
-          RETURNING hash, refs) \
-         SELECT hash FROM up WHERE refs <= 0 LIMIT 1"
-    );
-    let bad = bind_rows(sqlx::query(sql), ns, rows)
-        .fetch_optional(&mut *conn)
-        .await?;
-    match bad {
-        Some(row) => Err(missing_reference(ns, row.try_get::<&[u8], _>(0)?)),
-        None => Ok(()),
-    }
-}
-
-async fn delete_all_on(conn: &mut PgConnection, ns: &str, counters: &Counters) -> Res<()> {
-    counters.round_trip(3);
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
-        .bind(ns)
+    space.counters.round_trip(2);
+    sqlx::query("DELETE FROM ms_smt_strata WHERE ns = $1")
+        .bind(info.id)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1")
-        .bind(ns)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
-        .bind(ns)
+    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = $1")
+        .bind(info.id)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -568,39 +675,35 @@ impl TreeStore for PostgresStore {
         true
     }
 
+    fn reads_by_position(&self) -> bool {
+        true
+    }
+
     async fn fetch_key_paths(
         &self,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.pool.acquire().await?;
-        fetch_key_paths(
-            &mut conn,
-            &self.namespace,
-            starts,
-            siblings,
-            self.jit_off,
-            &self.counters,
-        )
-        .await
-        .map(Some)
+        fetch_key_paths(&mut conn, &self.space, starts, siblings, self.jit_off)
+            .await
+            .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.pool.acquire().await?;
-        load_root(&mut conn, &self.namespace, &self.counters).await
+        load_root(&mut conn, &self.space).await
     }
 
-    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.pool.acquire().await?;
-        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        self.counters.round_trip(1);
+        self.space.counters.round_trip(1);
         let mut tx = self.pool.begin().await?;
-        let outcome = commit_on(&mut tx, &self.namespace, batch, &self.counters).await?;
-        self.counters.round_trip(1);
+        let outcome = commit_on(&mut tx, &self.space, batch).await?;
+        self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => tx.commit().await?,
             CommitOutcome::RootMoved { .. } => tx.rollback().await?,
@@ -610,17 +713,17 @@ impl TreeStore for PostgresStore {
 
     async fn delete_all(&self) -> Res<()> {
         let mut tx = self.pool.begin().await?;
-        delete_all_on(&mut tx, &self.namespace, &self.counters).await?;
+        delete_all_on(&mut tx, &self.space).await?;
         tx.commit().await?;
         Ok(())
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot_with(&self.recent)
+        self.space.counters.snapshot_with(&self.space.recent)
     }
 
     fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.recent)
+        Some(&self.space.recent)
     }
 }
 
@@ -631,40 +734,36 @@ impl TreeStore for PostgresTxStore<'_> {
         true
     }
 
+    fn reads_by_position(&self) -> bool {
+        true
+    }
+
     async fn fetch_key_paths(
         &self,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(
-            &mut conn,
-            &self.namespace,
-            starts,
-            siblings,
-            false,
-            &self.counters,
-        )
-        .await
-        .map(Some)
+        fetch_key_paths(&mut conn, &self.space, starts, siblings, false)
+            .await
+            .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         let mut conn = self.conn.lock().await;
-        load_root(&mut conn, &self.namespace, &self.counters).await
+        load_root(&mut conn, &self.space).await
     }
 
-    async fn fetch_nodes(&self, hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.conn.lock().await;
-        fetch_nodes(&mut conn, &self.namespace, hashes, &self.counters).await
+    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
+        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
         let mut conn = self.conn.lock().await;
-        self.counters.round_trip(1);
+        self.space.counters.round_trip(1);
         let mut savepoint = conn.begin().await?;
-        let outcome = commit_on(&mut savepoint, &self.namespace, batch, &self.counters).await?;
-        self.counters.round_trip(1);
+        let outcome = commit_on(&mut savepoint, &self.space, batch).await?;
+        self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => savepoint.commit().await?,
             CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
@@ -675,16 +774,16 @@ impl TreeStore for PostgresTxStore<'_> {
     async fn delete_all(&self) -> Res<()> {
         let mut conn = self.conn.lock().await;
         let mut savepoint = conn.begin().await?;
-        delete_all_on(&mut savepoint, &self.namespace, &self.counters).await?;
+        delete_all_on(&mut savepoint, &self.space).await?;
         savepoint.commit().await?;
         Ok(())
     }
 
     fn stats(&self) -> StoreStats {
-        self.counters.snapshot_with(&self.recent)
+        self.space.counters.snapshot_with(&self.space.recent)
     }
 
     fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.recent)
+        Some(&self.space.recent)
     }
 }

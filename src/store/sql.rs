@@ -9,7 +9,6 @@ use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
-use crate::store::NetChange;
 
 /// Errors of the SQLite and Postgres stores.
 #[derive(Debug, thiserror::Error)]
@@ -27,15 +26,6 @@ pub enum SqlStoreError {
         hash: String,
         /// What is wrong.
         what: &'static str,
-    },
-    /// A batch dropped a reference to a node that is not stored; the
-    /// transaction was rolled back.
-    #[error("batch deletes node {hash} in namespace {namespace:?}, which is not stored")]
-    MissingReference {
-        /// Namespace.
-        namespace: String,
-        /// The node hash.
-        hash: Hash,
     },
     /// A strata row of the namespace does not decode, or a batch does not
     /// fit the stored rows (a delete of a node that is not stored where
@@ -320,93 +310,6 @@ impl NodeRow<'_> {
         };
         Ok((hash, node))
     }
-}
-
-/// A batch's net change per node row, as parallel columns (for array binds
-/// and packed blobs alike), borrowing the batch's bytes. Rows losing
-/// references carry no content: they must already exist, and an upsert
-/// that would create one shows up as a count <= 0 and aborts the commit.
-#[derive(Default)]
-pub(crate) struct Changes<'a> {
-    pub hash: Vec<&'a [u8]>,
-    pub l_hash: Vec<Option<&'a [u8]>>,
-    pub r_hash: Vec<Option<&'a [u8]>>,
-    pub leaf_key: Vec<Option<&'a [u8]>>,
-    pub value: Vec<Option<&'a [u8]>>,
-    pub sum: Vec<i64>,
-    pub delta: Vec<i64>,
-}
-
-impl<'a> Changes<'a> {
-    pub fn len(&self) -> usize {
-        self.hash.len()
-    }
-
-    /// The rows whose index satisfies `keep`, in the same order.
-    pub fn select(&self, keep: impl Fn(usize) -> bool) -> Changes<'a> {
-        let mut out = Changes::default();
-        for i in (0..self.len()).filter(|&i| keep(i)) {
-            out.hash.push(self.hash[i]);
-            out.l_hash.push(self.l_hash[i]);
-            out.r_hash.push(self.r_hash[i]);
-            out.leaf_key.push(self.leaf_key[i]);
-            out.value.push(self.value[i]);
-            out.sum.push(self.sum[i]);
-            out.delta.push(self.delta[i]);
-        }
-        out
-    }
-}
-
-/// The error for a batch that dropped a reference to a row that is not
-/// stored (or more references than it holds).
-pub(crate) fn missing_reference(ns: &str, hash: &[u8]) -> SqlStoreError {
-    SqlStoreError::MissingReference {
-        namespace: ns.to_owned(),
-        hash: Hash(hash.try_into().unwrap_or([0; 32])),
-    }
-}
-
-/// A row's l_hash, r_hash, leaf_key, value and sum.
-type RowContent<'a> = (
-    Option<&'a [u8]>,
-    Option<&'a [u8]>,
-    Option<&'a [u8]>,
-    Option<&'a [u8]>,
-    u64,
-);
-
-/// Lays out a batch's net changes (from [`UpdateBatch::net_changes`]) as
-/// columns.
-pub(crate) fn fold<'a>(net: &'a [NetChange<'a>]) -> Changes<'a> {
-    let mut out = Changes::default();
-    for change in net {
-        let (l, r, k, v, sum): RowContent<'_> = match change.node {
-            Some(node) if change.delta > 0 => match node {
-                Node::Branch { left, right, sum } => {
-                    (Some(&left.0), Some(&right.0), None, None, *sum)
-                }
-                Node::Leaf(leaf) => (None, None, None, Some(leaf.value()), leaf.sum()),
-                Node::Compacted { key, leaf } => {
-                    (None, None, Some(&key.0), Some(leaf.value()), leaf.sum())
-                }
-            },
-            _ => (None, None, None, None, 0),
-        };
-        out.hash.push(&change.hash.0);
-        out.l_hash.push(l);
-        out.r_hash.push(r);
-        out.leaf_key.push(k);
-        out.value.push(v);
-        out.sum.push(sum_to_sql(sum));
-        out.delta.push(change.delta);
-    }
-    out
-}
-
-/// The root row's content: `None` for the empty tree (no row is kept).
-pub(crate) fn root_row(root: &ComputedNode) -> Option<(Vec<u8>, i64)> {
-    (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)))
 }
 
 /// Decodes a root row.
