@@ -1,0 +1,1048 @@
+//! Databases written by the hash-keyed SQLite schema (version 1: one row per
+//! node hash with a reference count in `ms_smt_nodes`, one root per
+//! namespace in `ms_smt_roots`) open with the position-keyed strata schema,
+//! nothing lost.
+//!
+//! The old database is built here with the old schema's own DDL, and filled
+//! with the rows [`MemoryStore`] keeps (the old layout: one row per distinct
+//! node hash, a reference count per row), written as the old SQLite code
+//! wrote them (sums as the i64 with the same bits).
+//!
+//! * `old_database_migrates_intact`: compacted, full, sums >= 2^63, twin
+//!   subtrees (shared rows, refs > 1), a history with deletes; roots,
+//!   leaves, proofs (byte-identical to the memory tree's), absent keys and
+//!   further writes after migration; old tables dropped, versions 1, 2, 3;
+//!   a second open changes nothing.
+//! * `corrupt_namespace_is_refused_and_kept`: a namespace missing an inner
+//!   node fails with `SqlStoreError::Migration` naming it; its old rows and
+//!   root stay, the namespaces after it stay in the old tables, the ones
+//!   before it are moved and readable; once repaired, the next open finishes.
+//! * `tampered_leaf_is_refused`: a leaf whose value no longer matches the
+//!   stored root fails the root comparison.
+//! * `empty_old_database_migrates`: a version-1 database without trees.
+#![cfg(feature = "sqlite")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use ms_smt::error::PlanError;
+use ms_smt::hash::sha256;
+use ms_smt::store::{
+    MemoryStore, MigrationError, RebuildError, SqlStoreError, SqliteStore, TreeStore,
+};
+use ms_smt::{Compacted, ComputedNode, Full, Hash, Key, Layout, LayoutKind, Leaf, Node, Tree};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+// ---------------------------------------------------------------------------
+// The old schema (version 1), exactly as the old code created it
+// ---------------------------------------------------------------------------
+
+const MIGRATIONS_TABLE: &str = "CREATE TABLE ms_smt_migrations (
+    version INTEGER PRIMARY KEY NOT NULL,
+    description TEXT NOT NULL,
+    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+)";
+
+/// Version 1 of `MIGRATIONS` in src/store/sqlite.rs.
+const V1_DDL: &str = "CREATE TABLE ms_smt_nodes (
+            namespace TEXT NOT NULL,
+            hash BLOB NOT NULL,
+            l_hash BLOB,
+            r_hash BLOB,
+            leaf_key BLOB,
+            value BLOB,
+            sum INTEGER NOT NULL,
+            refs INTEGER NOT NULL,
+            PRIMARY KEY (namespace, hash)
+        ) WITHOUT ROWID;
+        CREATE TABLE ms_smt_roots (
+            namespace TEXT PRIMARY KEY NOT NULL,
+            hash BLOB NOT NULL,
+            sum INTEGER NOT NULL
+        );";
+
+// ---------------------------------------------------------------------------
+// Temp files, pools, keys, leaves, the model
+// ---------------------------------------------------------------------------
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A database file in the temp directory, removed (with its WAL) on drop.
+struct TempDb {
+    path: PathBuf,
+}
+
+impl TempDb {
+    fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "ms_smt_migration_{tag}_{}_{nanos:x}_{}.db",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        for suffix in ["", "-wal", "-shm"] {
+            assert!(
+                !with_suffix(&path, suffix).exists(),
+                "temp file {} already exists",
+                path.display()
+            );
+        }
+        TempDb { path }
+    }
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.to_path_buf().into_os_string();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(with_suffix(&self.path, suffix));
+        }
+    }
+}
+
+/// A plain pool on the file, as the old code (or a human with sqlite3) would
+/// open it; no migration runs.
+async fn raw_pool(path: &Path) -> SqlitePool {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal);
+    SqlitePoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+}
+
+/// A database with the version-1 schema and ledger, no trees yet.
+async fn create_old_database(path: &Path) -> SqlitePool {
+    let pool = raw_pool(path).await;
+    let mut tx = pool.begin().await.expect("begin old schema");
+    sqlx::raw_sql(MIGRATIONS_TABLE)
+        .execute(&mut *tx)
+        .await
+        .expect("create ms_smt_migrations");
+    sqlx::raw_sql(V1_DDL)
+        .execute(&mut *tx)
+        .await
+        .expect("create the version-1 tables");
+    sqlx::query(
+        "INSERT INTO ms_smt_migrations (version, description) VALUES (1, 'nodes and roots')",
+    )
+    .execute(&mut *tx)
+    .await
+    .expect("record version 1");
+    tx.commit().await.expect("commit old schema");
+    pool
+}
+
+fn hkey(tag: &str, i: u64) -> Key {
+    Key(sha256(format!("{tag}/{i}").as_bytes()).0)
+}
+
+/// A leaf with a random value of 0..=80 bytes and a sum in [1, 2^32).
+fn random_leaf(rng: &mut StdRng) -> Leaf {
+    let mut value = vec![0u8; rng.gen_range(0..=80)];
+    rng.fill(&mut value[..]);
+    Leaf::new(value, rng.gen_range(1..1u64 << 32))
+}
+
+type Model = BTreeMap<[u8; 32], Leaf>;
+type Batch = Vec<(Key, Leaf)>;
+
+fn model_apply(model: &mut Model, batch: &[(Key, Leaf)]) {
+    for (k, l) in batch {
+        if l.is_empty() {
+            model.remove(&k.0);
+        } else {
+            model.insert(k.0, l.clone());
+        }
+    }
+}
+
+fn model_get(model: &Model, key: &Key) -> Leaf {
+    model.get(&key.0).cloned().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// Old trees: built on the memory store, written as old rows
+// ---------------------------------------------------------------------------
+
+/// One namespace of the old database and what it must read back as.
+struct Fixture {
+    name: String,
+    kind: LayoutKind,
+    /// The memory store namespace the tree was built in (the old layout).
+    mem: MemoryStore,
+    model: Model,
+    /// The root the old database records.
+    root: ComputedNode,
+    /// Keys that must read back as the empty leaf (deleted ones included).
+    absent: Vec<Key>,
+    /// A batch to write after the migration.
+    next: Batch,
+}
+
+/// Builds a tree of layout `L` in namespace `name` of `db` by applying
+/// `batches` in order (empty leaves delete).
+async fn build<L: Layout>(
+    db: &MemoryStore,
+    name: &str,
+    batches: &[Batch],
+    mut absent: Vec<Key>,
+    rng: &mut StdRng,
+) -> Fixture {
+    let mem = db.namespace(name).expect("memory namespace");
+    let tree: Tree<MemoryStore, L> = Tree::new(mem.clone());
+    let mut model = Model::new();
+    let mut root = ComputedNode::empty_root();
+    for (i, batch) in batches.iter().enumerate() {
+        root = tree
+            .insert_many(batch.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{name}: memory batch {i}: {e}"));
+        model_apply(&mut model, batch);
+    }
+    assert_eq!(
+        tree.root().await.expect("memory root"),
+        root,
+        "{name}: memory root"
+    );
+    assert!(!model.is_empty(), "{name}: the fixture tree is empty");
+    // Every key any batch touched and the model lacks is an absent key.
+    for (k, _) in batches.iter().flatten() {
+        if !model.contains_key(&k.0) {
+            absent.push(*k);
+        }
+    }
+    absent.sort_unstable_by_key(|k| k.0);
+    absent.dedup();
+    for k in &absent {
+        assert!(
+            !model.contains_key(&k.0),
+            "{name}: absent key {k:?} is live"
+        );
+    }
+    let next = next_batch(name, &model, rng);
+    Fixture {
+        name: name.to_owned(),
+        kind: L::KIND,
+        mem,
+        model,
+        root,
+        absent,
+        next,
+    }
+}
+
+/// New keys, two replaced leaves and two deletes of live keys.
+fn next_batch(name: &str, model: &Model, rng: &mut StdRng) -> Batch {
+    let live: Vec<Key> = model.keys().map(|k| Key(*k)).collect();
+    let mut batch: Batch = (0..60)
+        .map(|i| (hkey(&format!("{name}/next"), i), random_leaf(rng)))
+        .collect();
+    let n = live.len();
+    batch.push((live[1 % n], random_leaf(rng)));
+    batch.push((live[n / 3], random_leaf(rng)));
+    batch.push((live[0], Leaf::empty()));
+    batch.push((live[n / 2], Leaf::empty()));
+    batch
+}
+
+/// The columns of an old `ms_smt_nodes` row for `node`:
+/// l_hash, r_hash, leaf_key, value, sum (bit-cast).
+type OldColumns = (
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+);
+
+fn sum_to_sql(sum: u64) -> i64 {
+    i64::from_ne_bytes(sum.to_ne_bytes())
+}
+
+fn old_columns(node: &Node) -> OldColumns {
+    match node {
+        Node::Branch { left, right, sum } => (
+            Some(left.0.to_vec()),
+            Some(right.0.to_vec()),
+            None,
+            None,
+            sum_to_sql(*sum),
+        ),
+        Node::Compacted { key, leaf } => (
+            None,
+            None,
+            Some(key.0.to_vec()),
+            Some(leaf.value().to_vec()),
+            sum_to_sql(leaf.sum()),
+        ),
+        Node::Leaf(leaf) => (
+            None,
+            None,
+            None,
+            Some(leaf.value().to_vec()),
+            sum_to_sql(leaf.sum()),
+        ),
+    }
+}
+
+async fn insert_old_node(
+    conn: &mut sqlx::SqliteConnection,
+    ns: &str,
+    hash: &Hash,
+    node: &Node,
+    refs: u64,
+) {
+    let (l, r, key, value, sum) = old_columns(node);
+    sqlx::query(
+        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(ns)
+    .bind(hash.0.to_vec())
+    .bind(l)
+    .bind(r)
+    .bind(key)
+    .bind(value)
+    .bind(sum)
+    .bind(i64::try_from(refs).expect("refs fit i64"))
+    .execute(&mut *conn)
+    .await
+    .unwrap_or_else(|e| panic!("{ns}: insert old node {hash:?}: {e}"));
+}
+
+/// Writes the fixture's tree as the old code stored it; returns its rows.
+async fn write_old_namespace(pool: &SqlitePool, fx: &Fixture) -> Vec<(Hash, Node, u64)> {
+    let rows = fx.mem.rows().expect("memory rows");
+    assert!(
+        rows.iter().any(|(h, _, _)| *h == fx.root.hash),
+        "{}: the root is not among the memory rows",
+        fx.name
+    );
+    let mut tx = pool.begin().await.expect("begin old rows");
+    for (hash, node, refs) in &rows {
+        insert_old_node(&mut tx, &fx.name, hash, node, *refs).await;
+    }
+    sqlx::query("INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES (?, ?, ?)")
+        .bind(&fx.name)
+        .bind(fx.root.hash.0.to_vec())
+        .bind(sum_to_sql(fx.root.sum))
+        .execute(&mut *tx)
+        .await
+        .unwrap_or_else(|e| panic!("{}: insert old root: {e}", fx.name));
+    tx.commit().await.expect("commit old rows");
+    rows
+}
+
+// ---------------------------------------------------------------------------
+// Inspecting the database
+// ---------------------------------------------------------------------------
+
+async fn tables(pool: &SqlitePool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ms_smt_%' \
+         ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("list tables")
+}
+
+async fn versions(pool: &SqlitePool) -> Vec<i64> {
+    sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+        .fetch_all(pool)
+        .await
+        .expect("read ms_smt_migrations")
+}
+
+/// Every old node row of `ns`, all columns, in hash order.
+type OldRow = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+    i64,
+);
+
+async fn old_rows(pool: &SqlitePool, ns: &str) -> Vec<OldRow> {
+    sqlx::query_as(
+        "SELECT hash, l_hash, r_hash, leaf_key, value, sum, refs FROM ms_smt_nodes \
+         WHERE namespace = ? ORDER BY hash",
+    )
+    .bind(ns)
+    .fetch_all(pool)
+    .await
+    .expect("read ms_smt_nodes")
+}
+
+async fn old_root_row(pool: &SqlitePool, ns: &str) -> Option<(Vec<u8>, i64)> {
+    sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
+        .bind(ns)
+        .fetch_optional(pool)
+        .await
+        .expect("read ms_smt_roots")
+}
+
+async fn new_namespaces(pool: &SqlitePool) -> Vec<String> {
+    sqlx::query_scalar("SELECT name FROM ms_smt_namespaces ORDER BY name")
+        .fetch_all(pool)
+        .await
+        .expect("read ms_smt_namespaces")
+}
+
+/// Every strata row and namespace row, for byte-for-byte comparisons.
+type StrataDump = (
+    Vec<(i64, Vec<u8>, i64, Vec<u8>)>,
+    Vec<(i64, String, i64, Option<Vec<u8>>, Option<i64>)>,
+);
+
+async fn strata_dump(pool: &SqlitePool) -> StrataDump {
+    let rows =
+        sqlx::query_as("SELECT ns, path, depth, body FROM ms_smt_strata ORDER BY ns, path, depth")
+            .fetch_all(pool)
+            .await
+            .expect("read ms_smt_strata");
+    let names = sqlx::query_as(
+        "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("read ms_smt_namespaces");
+    (rows, names)
+}
+
+// ---------------------------------------------------------------------------
+// Checking a migrated namespace
+// ---------------------------------------------------------------------------
+
+/// Reads only: root, every leaf, absent keys, proofs of a sample (verified
+/// and byte-identical to the memory tree's).
+async fn check_reads<L: Layout>(fx: &Fixture, sql: &SqliteStore) {
+    let name = &fx.name;
+    let mem: Tree<MemoryStore, L> = Tree::new(fx.mem.clone());
+    let tree: Tree<SqliteStore, L> = Tree::new(sql.namespace(name));
+    let root = tree
+        .root()
+        .await
+        .unwrap_or_else(|e| panic!("{name}: root: {e}"));
+    assert_eq!(
+        root, fx.root,
+        "{name}: migrated root differs from the old root"
+    );
+    assert_eq!(
+        mem.root().await.expect("memory root"),
+        fx.root,
+        "{name}: memory tree moved (test bug)"
+    );
+
+    let keys: Vec<Key> = fx.model.keys().map(|k| Key(*k)).collect();
+    let got = tree
+        .get_many(&keys)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: get_many: {e}"));
+    assert_eq!(got.len(), keys.len(), "{name}: get_many length");
+    for ((key, want), got) in fx.model.iter().zip(&got) {
+        assert_eq!(got, want, "{name}: leaf {} differs", hex::encode(key));
+    }
+
+    let got = tree
+        .get_many(&fx.absent)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: get_many absent: {e}"));
+    assert_eq!(got.len(), fx.absent.len(), "{name}: get_many absent length");
+    for (key, got) in fx.absent.iter().zip(&got) {
+        assert_eq!(
+            *got,
+            Leaf::empty(),
+            "{name}: absent key {key:?} reads {got:?}"
+        );
+    }
+
+    let step = (keys.len() / 250).max(1);
+    let mut sample: Vec<Key> = keys.iter().step_by(step).copied().collect();
+    sample.extend(fx.absent.iter().take(50));
+    let proofs = tree
+        .merkle_proofs(&sample)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: merkle_proofs: {e}"));
+    let mem_proofs = mem.merkle_proofs(&sample).await.expect("memory proofs");
+    assert_eq!(proofs.len(), sample.len(), "{name}: merkle_proofs length");
+    assert_eq!(
+        mem_proofs.len(),
+        sample.len(),
+        "{name}: memory proofs length"
+    );
+    for ((key, proof), mem_proof) in sample.iter().zip(&proofs).zip(&mem_proofs) {
+        let leaf = model_get(&fx.model, key);
+        assert!(
+            proof.verify(key, &leaf, &fx.root),
+            "{name}: proof of {key:?} does not verify"
+        );
+        assert_eq!(
+            proof.to_bytes(),
+            mem_proof.to_bytes(),
+            "{name}: proof of {key:?} differs from the memory tree's"
+        );
+    }
+}
+
+/// Reads, then `fx.next` written on the migrated tree and on the memory
+/// tree: equal roots, and the new contents read back. Returns the new root.
+async fn check<L: Layout>(fx: &Fixture, sql: &SqliteStore) -> ComputedNode {
+    check_reads::<L>(fx, sql).await;
+    let name = &fx.name;
+    let mem: Tree<MemoryStore, L> = Tree::new(fx.mem.clone());
+    let tree: Tree<SqliteStore, L> = Tree::new(sql.namespace(name));
+    let want = mem
+        .insert_many(fx.next.clone())
+        .await
+        .expect("memory insert_many");
+    let got = tree
+        .insert_many(fx.next.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{name}: insert_many after migration: {e}"));
+    assert_eq!(got, want, "{name}: root after a write on the migrated tree");
+    assert_ne!(got, fx.root, "{name}: the write changed nothing (test bug)");
+    assert_eq!(
+        tree.root().await.expect("root after write"),
+        want,
+        "{name}: stored root after a write"
+    );
+
+    let mut model = fx.model.clone();
+    model_apply(&mut model, &fx.next);
+    let keys: Vec<Key> = fx.next.iter().map(|(k, _)| *k).collect();
+    let got = tree
+        .get_many(&keys)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: get_many after write: {e}"));
+    for (key, got) in keys.iter().zip(&got) {
+        assert_eq!(*got, model_get(&model, key), "{name}: {key:?} after write");
+    }
+    let proofs = tree
+        .merkle_proofs(&keys)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: merkle_proofs after write: {e}"));
+    let mem_proofs = mem.merkle_proofs(&keys).await.expect("memory proofs");
+    for ((key, proof), mem_proof) in keys.iter().zip(&proofs).zip(&mem_proofs) {
+        assert!(
+            proof.verify(key, &model_get(&model, key), &want),
+            "{name}: proof of {key:?} after write does not verify"
+        );
+        assert_eq!(
+            proof.to_bytes(),
+            mem_proof.to_bytes(),
+            "{name}: proof of {key:?} after write differs from the memory tree's"
+        );
+    }
+    // The rest of the tree is still there.
+    let live: Vec<Key> = model.keys().map(|k| Key(*k)).collect();
+    let got = tree
+        .get_many(&live)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: get_many of all after write: {e}"));
+    for ((key, want), got) in model.iter().zip(&got) {
+        assert_eq!(got, want, "{name}: leaf {} after write", hex::encode(key));
+    }
+    want
+}
+
+async fn check_any(fx: &Fixture, sql: &SqliteStore) -> ComputedNode {
+    match fx.kind {
+        LayoutKind::Full => check::<Full>(fx, sql).await,
+        LayoutKind::Compacted => check::<Compacted>(fx, sql).await,
+    }
+}
+
+async fn check_reads_any(fx: &Fixture, sql: &SqliteStore) {
+    match fx.kind {
+        LayoutKind::Full => check_reads::<Full>(fx, sql).await,
+        LayoutKind::Compacted => check_reads::<Compacted>(fx, sql).await,
+    }
+}
+
+async fn root_of(store: &SqliteStore, ns: &str) -> ComputedNode {
+    store
+        .namespace(ns)
+        .load_root()
+        .await
+        .unwrap_or_else(|e| panic!("{ns}: load_root: {e}"))
+}
+
+// ---------------------------------------------------------------------------
+// The fixtures
+// ---------------------------------------------------------------------------
+
+/// (a) ~2,000 random leaves, compacted, insert-only history in 4 batches.
+async fn fixture_compacted(db: &MemoryStore, name: &str, n: u64, rng: &mut StdRng) -> Fixture {
+    let leaves: Batch = (0..n).map(|i| (hkey(name, i), random_leaf(rng))).collect();
+    let batches: Vec<Batch> = leaves.chunks(500).map(<[_]>::to_vec).collect();
+    let absent = (0..20)
+        .map(|i| hkey(&format!("{name}/absent"), i))
+        .collect();
+    build::<Compacted>(db, name, &batches, absent, rng).await
+}
+
+/// (b) A full tree of 50 leaves; 8 hold the same leaf (shared leaf rows),
+/// two differ only in bit 255; 5 deleted in a second batch.
+async fn fixture_full(db: &MemoryStore, name: &str, rng: &mut StdRng) -> Fixture {
+    let same = Leaf::new(b"same".to_vec(), 77);
+    let mut first: Batch = (0..45).map(|i| (hkey(name, i), random_leaf(rng))).collect();
+    for i in 45..53 {
+        first.push((hkey(name, i), same.clone()));
+    }
+    let mut twin = hkey(name, 99);
+    first.push((twin, same.clone()));
+    twin.0[31] ^= 0x80;
+    first.push((twin, same.clone()));
+    let second: Batch = (0..5).map(|i| (hkey(name, i * 3), Leaf::empty())).collect();
+    let absent = (0..10)
+        .map(|i| hkey(&format!("{name}/absent"), i))
+        .collect();
+    build::<Full>(db, name, &[first, second], absent, rng).await
+}
+
+/// (c) Sums of 2^63 + 7 and 2^62 next to small ones: the root's and many
+/// branches' sums are >= 2^63 (negative as i64).
+async fn fixture_big_sums(db: &MemoryStore, name: &str, rng: &mut StdRng) -> Fixture {
+    let mut batch: Batch = vec![
+        (hkey(name, 0), Leaf::new(b"big".to_vec(), (1u64 << 63) + 7)),
+        (hkey(name, 1), Leaf::new(b"half".to_vec(), 1u64 << 62)),
+    ];
+    for i in 2..32 {
+        batch.push((
+            hkey(name, i),
+            Leaf::new(vec![i as u8; 3], rng.gen_range(1..1000)),
+        ));
+    }
+    let absent = (0..10)
+        .map(|i| hkey(&format!("{name}/absent"), i))
+        .collect();
+    build::<Compacted>(db, name, &[batch], absent, rng).await
+}
+
+/// (d) Twin subtrees: keys that differ only in bit 0 (the root's split)
+/// with equal leaves, so the root's two subtrees share their rows; the
+/// zero-key group of bits 0 and 255; three unpaired keys.
+async fn fixture_twins(db: &MemoryStore, name: &str, rng: &mut StdRng) -> Fixture {
+    let mut batch = Batch::new();
+    for i in 0..40 {
+        let key = hkey(name, i);
+        let leaf = random_leaf(rng);
+        let mut twin = key;
+        twin.0[0] ^= 1;
+        batch.push((key, leaf.clone()));
+        batch.push((twin, leaf));
+    }
+    let zero = Leaf::new(b"zero".to_vec(), 5);
+    for (b0, b31) in [(0u8, 0u8), (1, 0), (0, 0x80), (1, 0x80)] {
+        let mut key = Key([0; 32]);
+        key.0[0] = b0;
+        key.0[31] = b31;
+        batch.push((key, zero.clone()));
+    }
+    for i in 100..103 {
+        batch.push((hkey(name, i), random_leaf(rng)));
+    }
+    let absent = (0..10)
+        .map(|i| hkey(&format!("{name}/absent"), i))
+        .collect();
+    build::<Compacted>(db, name, &[batch], absent, rng).await
+}
+
+/// (e) Inserts, deletes, replacements and re-inserts over four batches.
+async fn fixture_history(db: &MemoryStore, name: &str, rng: &mut StdRng) -> Fixture {
+    let first: Batch = (0..400)
+        .map(|i| (hkey(name, i), random_leaf(rng)))
+        .collect();
+    let mut second: Batch = (0..400)
+        .step_by(2)
+        .map(|i| (hkey(name, i), Leaf::empty()))
+        .collect();
+    second.extend(
+        (1..400)
+            .step_by(8)
+            .map(|i| (hkey(name, i), random_leaf(rng))),
+    );
+    let mut third: Batch = (400..500)
+        .map(|i| (hkey(name, i), random_leaf(rng)))
+        .collect();
+    third.extend(
+        (0..100)
+            .step_by(4)
+            .map(|i| (hkey(name, i), random_leaf(rng))),
+    );
+    third.extend(
+        (401..500)
+            .step_by(3)
+            .map(|i| (hkey(name, i), Leaf::empty())),
+    );
+    // Insert and delete in the same batch (last write wins), and delete
+    // keys that were never there.
+    let fourth: Batch = vec![
+        (hkey(name, 1000), random_leaf(rng)),
+        (hkey(name, 1000), Leaf::empty()),
+        (hkey(name, 1001), Leaf::empty()),
+        (hkey(name, 3), Leaf::empty()),
+    ];
+    let absent = (0..10)
+        .map(|i| hkey(&format!("{name}/absent"), i))
+        .collect();
+    build::<Compacted>(db, name, &[first, second, third, fourth], absent, rng).await
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn old_database_migrates_intact() {
+    let started = Instant::now();
+    let file = TempDb::new("intact");
+    let mut rng = StdRng::seed_from_u64(0x6d69_6772_6174_6531);
+    let db = MemoryStore::new();
+    let fixtures = vec![
+        fixture_compacted(&db, "a-compacted", 2000, &mut rng).await,
+        fixture_full(&db, "b-full", &mut rng).await,
+        fixture_big_sums(&db, "c-big-sums", &mut rng).await,
+        fixture_twins(&db, "d-twins", &mut rng).await,
+        fixture_history(&db, "e-history", &mut rng).await,
+    ];
+    assert!(
+        fixtures[2].root.sum >= 1 << 63,
+        "c-big-sums: root sum {} is below 2^63",
+        fixtures[2].root.sum
+    );
+
+    let pool = create_old_database(&file.path).await;
+    for fx in &fixtures {
+        let rows = write_old_namespace(&pool, fx).await;
+        let shared = rows.iter().filter(|r| r.2 > 1).count();
+        match fx.name.as_str() {
+            "b-full" | "d-twins" => assert!(
+                shared >= 2,
+                "{}: only {shared} rows with refs > 1 (twins not shared)",
+                fx.name
+            ),
+            "c-big-sums" => assert!(
+                rows.iter()
+                    .any(|r| sum_to_sql(r.1.sum()) < 0 && r.1.sum() != fx.root.sum),
+                "c-big-sums: no row below the root has a sum >= 2^63"
+            ),
+            _ => {}
+        }
+        assert_eq!(
+            old_rows(&pool, &fx.name).await.len(),
+            rows.len(),
+            "{}: old rows written",
+            fx.name
+        );
+    }
+    assert_eq!(versions(&pool).await, [1], "old ledger");
+    pool.close().await;
+
+    // The new code opens it.
+    let store = SqliteStore::open(&file.path)
+        .await
+        .expect("open the old database with the new code");
+    let pool = store.pool().clone();
+    assert_eq!(
+        tables(&pool).await,
+        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
+        "the old tables are not dropped (or the new ones are missing)"
+    );
+    assert_eq!(versions(&pool).await, [1, 2, 3], "ms_smt_migrations");
+    let mut names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
+    names.sort();
+    assert_eq!(new_namespaces(&pool).await, names, "ms_smt_namespaces");
+
+    let mut new_roots = Vec::new();
+    for fx in &fixtures {
+        new_roots.push((fx.name.clone(), check_any(fx, &store).await));
+    }
+    // A namespace the old database never had is empty.
+    assert_eq!(
+        root_of(&store, "never-written").await,
+        ComputedNode::empty_root(),
+        "a new namespace is not empty"
+    );
+
+    // A second open is a no-op.
+    let before = strata_dump(&pool).await;
+    pool.close().await;
+    let again = SqliteStore::open(&file.path).await.expect("open again");
+    let pool = again.pool().clone();
+    assert_eq!(
+        versions(&pool).await,
+        [1, 2, 3],
+        "ms_smt_migrations after reopen"
+    );
+    assert_eq!(
+        strata_dump(&pool).await,
+        before,
+        "the second open changed rows"
+    );
+    for (name, root) in &new_roots {
+        assert_eq!(
+            root_of(&again, name).await,
+            *root,
+            "{name}: root after reopen"
+        );
+    }
+    pool.close().await;
+    eprintln!("old_database_migrates_intact: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn corrupt_namespace_is_refused_and_kept() {
+    let file = TempDb::new("corrupt");
+    let mut rng = StdRng::seed_from_u64(0x636f_7272_7570_7421);
+    let db = MemoryStore::new();
+    // Migrated in name order: a, b before m; z after.
+    let fixtures = vec![
+        fixture_compacted(&db, "a-good", 200, &mut rng).await,
+        fixture_full(&db, "b-good-full", &mut rng).await,
+        fixture_compacted(&db, "m-corrupt", 300, &mut rng).await,
+        fixture_compacted(&db, "z-later", 100, &mut rng).await,
+    ];
+    let corrupt = &fixtures[2];
+    let later = &fixtures[3];
+
+    let pool = create_old_database(&file.path).await;
+    let mut corrupt_rows = Vec::new();
+    for fx in &fixtures {
+        let rows = write_old_namespace(&pool, fx).await;
+        if fx.name == corrupt.name {
+            corrupt_rows = rows;
+        }
+    }
+    // An inner node (a branch, not the root) of m-corrupt goes missing.
+    let (lost_hash, lost_node, lost_refs) = corrupt_rows
+        .iter()
+        .find(|(h, n, _)| matches!(n, Node::Branch { .. }) && *h != corrupt.root.hash)
+        .cloned()
+        .expect("m-corrupt has an inner branch");
+    let deleted = sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ? AND hash = ?")
+        .bind(&corrupt.name)
+        .bind(lost_hash.0.to_vec())
+        .execute(&pool)
+        .await
+        .expect("delete an inner node")
+        .rows_affected();
+    assert_eq!(deleted, 1, "deleted rows");
+    let corrupt_before = old_rows(&pool, &corrupt.name).await;
+    assert_eq!(
+        corrupt_before.len(),
+        corrupt_rows.len() - 1,
+        "m-corrupt rows"
+    );
+    let corrupt_root_before = old_root_row(&pool, &corrupt.name).await;
+    assert!(corrupt_root_before.is_some(), "m-corrupt has no root row");
+    let later_before = old_rows(&pool, &later.name).await;
+    let later_root_before = old_root_row(&pool, &later.name).await;
+    assert!(
+        !later_before.is_empty() && later_root_before.is_some(),
+        "z-later rows"
+    );
+    pool.close().await;
+
+    for attempt in ["first", "second"] {
+        match SqliteStore::open(&file.path).await {
+            Err(SqlStoreError::Migration { namespace, source }) => {
+                assert_eq!(namespace, corrupt.name, "{attempt} open: failing namespace");
+                assert!(
+                    matches!(
+                        source,
+                        MigrationError::OldTree(PlanError::MissingNode { hash, .. })
+                            if hash == lost_hash
+                    ),
+                    "{attempt} open: expected the missing node {lost_hash:?}, got {source:?}"
+                );
+            }
+            Err(other) => panic!("{attempt} open: expected a Migration error, got {other:?}"),
+            Ok(_) => panic!("{attempt} open: a database with a corrupt namespace opened"),
+        }
+
+        let pool = raw_pool(&file.path).await;
+        assert_eq!(
+            old_rows(&pool, &corrupt.name).await,
+            corrupt_before,
+            "{attempt} open: m-corrupt's old rows changed"
+        );
+        assert_eq!(
+            old_root_row(&pool, &corrupt.name).await,
+            corrupt_root_before,
+            "{attempt} open: m-corrupt's old root changed"
+        );
+        assert_eq!(
+            old_rows(&pool, &later.name).await,
+            later_before,
+            "{attempt} open: z-later's old rows changed"
+        );
+        assert_eq!(
+            old_root_row(&pool, &later.name).await,
+            later_root_before,
+            "{attempt} open: z-later's old root changed"
+        );
+        for fx in &fixtures[..2] {
+            assert!(
+                old_rows(&pool, &fx.name).await.is_empty()
+                    && old_root_row(&pool, &fx.name).await.is_none(),
+                "{attempt} open: {} was not moved out of the old tables",
+                fx.name
+            );
+        }
+        assert_eq!(
+            versions(&pool).await,
+            [1, 2],
+            "{attempt} open: ms_smt_migrations"
+        );
+        assert_eq!(
+            tables(&pool).await,
+            [
+                "ms_smt_migrations",
+                "ms_smt_namespaces",
+                "ms_smt_nodes",
+                "ms_smt_roots",
+                "ms_smt_strata"
+            ],
+            "{attempt} open: tables"
+        );
+        assert_eq!(
+            new_namespaces(&pool).await,
+            ["a-good", "b-good-full"],
+            "{attempt} open: ms_smt_namespaces"
+        );
+        let orphans: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM ms_smt_strata WHERE ns NOT IN (SELECT id FROM ms_smt_namespaces)",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("count orphan strata rows");
+        assert_eq!(orphans, 0, "{attempt} open: strata rows of no namespace");
+
+        // The namespaces moved before the failure read back right.
+        let store = SqliteStore::from_pool(pool.clone(), "default");
+        for fx in &fixtures[..2] {
+            check_reads_any(fx, &store).await;
+        }
+        pool.close().await;
+    }
+
+    // Repaired, the next open finishes the migration.
+    let pool = raw_pool(&file.path).await;
+    let mut conn = pool.acquire().await.expect("acquire");
+    insert_old_node(&mut conn, &corrupt.name, &lost_hash, &lost_node, lost_refs).await;
+    drop(conn);
+    pool.close().await;
+    let store = SqliteStore::open(&file.path)
+        .await
+        .expect("open after the repair");
+    let pool = store.pool().clone();
+    assert_eq!(
+        versions(&pool).await,
+        [1, 2, 3],
+        "ms_smt_migrations after repair"
+    );
+    assert_eq!(
+        tables(&pool).await,
+        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
+        "tables after repair"
+    );
+    for fx in &fixtures {
+        check_any(fx, &store).await;
+    }
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tampered_leaf_is_refused() {
+    let file = TempDb::new("tampered");
+    let mut rng = StdRng::seed_from_u64(0x7461_6d70_6572_6564);
+    let db = MemoryStore::new();
+    let fx = fixture_compacted(&db, "tampered", 100, &mut rng).await;
+    let pool = create_old_database(&file.path).await;
+    let rows = write_old_namespace(&pool, &fx).await;
+    let (leaf_hash, _, _) = rows
+        .iter()
+        .find(|(_, n, _)| matches!(n, Node::Compacted { .. }))
+        .expect("a compacted leaf row");
+    let changed = sqlx::query(
+        "UPDATE ms_smt_nodes SET value = X'74616d7065726564' WHERE namespace = ? AND hash = ?",
+    )
+    .bind(&fx.name)
+    .bind(leaf_hash.0.to_vec())
+    .execute(&pool)
+    .await
+    .expect("tamper with a leaf")
+    .rows_affected();
+    assert_eq!(changed, 1, "tampered rows");
+    let before = old_rows(&pool, &fx.name).await;
+    pool.close().await;
+
+    match SqliteStore::open(&file.path).await {
+        Err(SqlStoreError::Migration { namespace, source }) => {
+            assert_eq!(namespace, fx.name, "failing namespace");
+            match source {
+                MigrationError::Rebuild(RebuildError::RootMismatch { stored, rebuilt }) => {
+                    assert_eq!(stored, fx.root, "stored root");
+                    assert_ne!(rebuilt, fx.root, "rebuilt root");
+                }
+                other => panic!("expected a root mismatch, got {other:?}"),
+            }
+        }
+        Err(other) => panic!("expected a Migration error, got {other:?}"),
+        Ok(_) => panic!("a database with a tampered leaf opened"),
+    }
+    let pool = raw_pool(&file.path).await;
+    assert_eq!(old_rows(&pool, &fx.name).await, before, "old rows changed");
+    assert!(
+        old_root_row(&pool, &fx.name).await.is_some(),
+        "old root lost"
+    );
+    assert_eq!(versions(&pool).await, [1, 2], "ms_smt_migrations");
+    assert!(new_namespaces(&pool).await.is_empty(), "namespace created");
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_old_database_migrates() {
+    let file = TempDb::new("empty");
+    let pool = create_old_database(&file.path).await;
+    pool.close().await;
+    let store = SqliteStore::open(&file.path)
+        .await
+        .expect("open an empty old database");
+    let pool = store.pool().clone();
+    assert_eq!(versions(&pool).await, [1, 2, 3], "ms_smt_migrations");
+    assert_eq!(
+        tables(&pool).await,
+        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
+        "tables"
+    );
+    assert_eq!(
+        root_of(&store, "default").await,
+        ComputedNode::empty_root(),
+        "root of an empty database"
+    );
+    pool.close().await;
+}
