@@ -1,12 +1,17 @@
-//! Databases written by the hash-keyed SQLite schema (version 1: one row per
-//! node hash with a reference count in `ms_smt_nodes`, one root per
-//! namespace in `ms_smt_roots`) open with the position-keyed strata schema,
-//! nothing lost.
+//! Databases written by the hash-keyed schema (version 1: one row per node
+//! hash with a reference count in `ms_smt_nodes`, one root per namespace in
+//! `ms_smt_roots`) open with the position-keyed strata schema, nothing
+//! lost, on SQLite (`SqliteStore::open`) and on Postgres
+//! (`PostgresStore::migrate`).
 //!
 //! The old database is built here with the old schema's own DDL, and filled
 //! with the rows [`MemoryStore`] keeps (the old layout: one row per distinct
-//! node hash, a reference count per row), written as the old SQLite code
-//! wrote them (sums as the i64 with the same bits).
+//! node hash, a reference count per row), written as the old code wrote
+//! them (sums as the i64 with the same bits).
+//!
+//! Every scenario runs on both engines (tests `sqlite::*` and
+//! `postgres::*`); the engines differ only in their [`Backend`], [`OldDb`]
+//! and [`SqlStore`] impls.
 //!
 //! * `old_database_migrates_intact`: compacted, full, sums >= 2^63, twin
 //!   subtrees (shared rows, refs > 1), a history with deletes; roots,
@@ -20,36 +25,164 @@
 //! * `tampered_leaf_is_refused`: a leaf whose value no longer matches the
 //!   stored root fails the root comparison.
 //! * `empty_old_database_migrates`: a version-1 database without trees.
-#![cfg(feature = "sqlite")]
+//!
+//! Postgres tests read `MSSMT_PG_URL` (set by `scripts/with-postgres.sh`)
+//! and run each in a fresh schema (a pool whose `search_path` is that
+//! schema), dropped at the end. Without the URL they print a SKIPPED line
+//! and pass, unless `MSSMT_REQUIRE_PG=1`.
+#![cfg(any(feature = "sqlite", feature = "postgres"))]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ms_smt::error::PlanError;
 use ms_smt::hash::sha256;
-use ms_smt::store::{
-    MemoryStore, MigrationError, RebuildError, SqlStoreError, SqliteStore, TreeStore,
-};
+use ms_smt::store::{MemoryStore, MigrationError, RebuildError, SqlStoreError, TreeStore};
 use ms_smt::{Compacted, ComputedNode, Full, Hash, Key, Layout, LayoutKind, Leaf, Node, Tree};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other test (or test process) uses.
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{tag}_{}_{nanos:x}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The change `tampered_leaf_is_refused` makes to a leaf's value.
+const TAMPERED_VALUE: &[u8] = b"tampered";
 
 // ---------------------------------------------------------------------------
-// The old schema (version 1), exactly as the old code created it
+// The two engines
 // ---------------------------------------------------------------------------
 
-const MIGRATIONS_TABLE: &str = "CREATE TABLE ms_smt_migrations (
+/// Every old node row of a namespace, all columns, in hash order:
+/// hash, l_hash, r_hash, leaf_key, value, sum, refs.
+type OldRow = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+    i64,
+);
+
+/// Every strata row (ns, path, depth, body) and namespace row (id, name,
+/// height, root hash, root sum), for byte-for-byte comparisons.
+type StrataDump = (
+    Vec<(i64, Vec<u8>, i64, Vec<u8>)>,
+    Vec<(i64, String, i64, Option<Vec<u8>>, Option<i64>)>,
+);
+
+/// The raw SQL the scenarios run on a database, bypassing the store: the
+/// old schema and rows going in, and what the tables hold.
+trait OldDb {
+    /// Creates the version-1 tables and the ledger recording version 1.
+    async fn create_old_schema(&self);
+    /// Writes `rows` and `root` as the old code stored namespace `ns`, in
+    /// one transaction.
+    async fn write_old_rows(&self, ns: &str, rows: &[(Hash, Node, u64)], root: &ComputedNode);
+    /// One old node row.
+    async fn insert_old_node(&self, ns: &str, hash: &Hash, node: &Node, refs: u64);
+    /// Deletes one old node row; returns the rows affected.
+    async fn delete_old_node(&self, ns: &str, hash: &Hash) -> u64;
+    /// Sets an old node row's value to [`TAMPERED_VALUE`]; returns the
+    /// rows affected.
+    async fn tamper_old_node(&self, ns: &str, hash: &Hash) -> u64;
+    /// The `ms_smt_*` tables, by name.
+    async fn tables(&self) -> Vec<String>;
+    /// `ms_smt_migrations`' versions, ascending.
+    async fn versions(&self) -> Vec<i64>;
+    async fn old_rows(&self, ns: &str) -> Vec<OldRow>;
+    async fn old_root_row(&self, ns: &str) -> Option<(Vec<u8>, i64)>;
+    /// `ms_smt_namespaces`' names, by name.
+    async fn new_namespaces(&self) -> Vec<String>;
+    async fn strata_dump(&self) -> StrataDump;
+    /// Strata rows whose namespace id has no `ms_smt_namespaces` row.
+    async fn orphan_strata_rows(&self) -> i64;
+}
+
+/// The engine's store, as the scenarios use it.
+trait SqlStore: TreeStore<Error = SqlStoreError> + Clone {
+    type Pool: OldDb;
+    /// The same database, namespace `name`.
+    fn ns_store(&self, name: &str) -> Self;
+    /// The store's pool.
+    fn raw_pool(&self) -> Self::Pool;
+    /// A store (namespace "default") on `pool`, without running migrations.
+    fn unmigrated(pool: Self::Pool) -> Self;
+}
+
+/// One scenario's database.
+trait Backend {
+    type Pool: OldDb;
+    type Store: SqlStore<Pool = Self::Pool>;
+    /// A plain pool on the database, as the old code (or a human with a
+    /// SQL shell) would open it; no migration runs.
+    async fn raw(&self) -> Self::Pool;
+    /// Done with a pool from [`raw`](Self::raw) or a store (SQLite closes
+    /// it, so that the next open starts afresh; Postgres keeps its schema
+    /// pool until the schema is dropped).
+    async fn release(&self, pool: Self::Pool);
+    /// The new code opening the database: the migrations run.
+    async fn open(&self) -> Result<Self::Store, SqlStoreError>;
+}
+
+/// A database with the version-1 schema and ledger, no trees yet.
+async fn create_old_database<B: Backend>(backend: &B) -> B::Pool {
+    let pool = backend.raw().await;
+    pool.create_old_schema().await;
+    pool
+}
+
+/// Writes the fixture's tree as the old code stored it; returns its rows.
+async fn write_old_namespace(pool: &impl OldDb, fx: &Fixture) -> Vec<(Hash, Node, u64)> {
+    let rows = fx.mem.rows().expect("memory rows");
+    assert!(
+        rows.iter().any(|(h, _, _)| *h == fx.root.hash),
+        "{}: the root is not among the memory rows",
+        fx.name
+    );
+    pool.write_old_rows(&fx.name, &rows, &fx.root).await;
+    rows
+}
+
+// ---------------------------------------------------------------------------
+// SQLite: a temp file, the old schema exactly as the old SQLite code made it
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "sqlite")]
+mod sqlite_engine {
+    use std::path::{Path, PathBuf};
+
+    use ms_smt::store::{SqlStoreError, SqliteStore};
+    use ms_smt::{ComputedNode, Hash, Node};
+    use sqlx::SqlitePool;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    use super::{
+        Backend, OldDb, OldRow, SqlStore, StrataDump, TAMPERED_VALUE, old_columns, sum_to_sql,
+        unique,
+    };
+
+    const MIGRATIONS_TABLE: &str = "CREATE TABLE ms_smt_migrations (
     version INTEGER PRIMARY KEY NOT NULL,
     description TEXT NOT NULL,
     applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 )";
 
-/// Version 1 of `MIGRATIONS` in src/store/sqlite.rs.
-const V1_DDL: &str = "CREATE TABLE ms_smt_nodes (
+    /// Version 1 of `MIGRATIONS` in src/store/sqlite.rs.
+    const V1_DDL: &str = "CREATE TABLE ms_smt_nodes (
             namespace TEXT NOT NULL,
             hash BLOB NOT NULL,
             l_hash BLOB,
@@ -66,89 +199,550 @@ const V1_DDL: &str = "CREATE TABLE ms_smt_nodes (
             sum INTEGER NOT NULL
         );";
 
-// ---------------------------------------------------------------------------
-// Temp files, pools, keys, leaves, the model
-// ---------------------------------------------------------------------------
+    /// A database file in the temp directory, removed (with its WAL) on drop.
+    pub struct SqliteFile {
+        path: PathBuf,
+    }
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+    impl SqliteFile {
+        pub fn new(tag: &str) -> Self {
+            let name = format!("ms_smt_migration_{}.db", unique(tag));
+            let path = std::env::temp_dir().join(name);
+            for suffix in ["", "-wal", "-shm"] {
+                assert!(
+                    !with_suffix(&path, suffix).exists(),
+                    "temp file {} already exists",
+                    path.display()
+                );
+            }
+            SqliteFile { path }
+        }
+    }
 
-/// A database file in the temp directory, removed (with its WAL) on drop.
-struct TempDb {
-    path: PathBuf,
+    fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+        let mut p = path.to_path_buf().into_os_string();
+        p.push(suffix);
+        PathBuf::from(p)
+    }
+
+    impl Drop for SqliteFile {
+        fn drop(&mut self) {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(with_suffix(&self.path, suffix));
+            }
+        }
+    }
+
+    impl Backend for SqliteFile {
+        type Pool = SqlitePool;
+        type Store = SqliteStore;
+
+        async fn raw(&self) -> SqlitePool {
+            let options = SqliteConnectOptions::new()
+                .filename(&self.path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal);
+            SqlitePoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await
+                .unwrap_or_else(|e| panic!("open {}: {e}", self.path.display()))
+        }
+
+        async fn release(&self, pool: SqlitePool) {
+            pool.close().await;
+        }
+
+        async fn open(&self) -> Result<SqliteStore, SqlStoreError> {
+            SqliteStore::open(&self.path).await
+        }
+    }
+
+    impl SqlStore for SqliteStore {
+        type Pool = SqlitePool;
+
+        fn ns_store(&self, name: &str) -> Self {
+            self.namespace(name)
+        }
+
+        fn raw_pool(&self) -> SqlitePool {
+            self.pool().clone()
+        }
+
+        fn unmigrated(pool: SqlitePool) -> Self {
+            SqliteStore::from_pool(pool, "default")
+        }
+    }
+
+    async fn insert_node(
+        conn: &mut sqlx::SqliteConnection,
+        ns: &str,
+        hash: &Hash,
+        node: &Node,
+        refs: u64,
+    ) {
+        let (l, r, key, value, sum) = old_columns(node);
+        sqlx::query(
+            "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(ns)
+        .bind(hash.0.to_vec())
+        .bind(l)
+        .bind(r)
+        .bind(key)
+        .bind(value)
+        .bind(sum)
+        .bind(i64::try_from(refs).expect("refs fit i64"))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{ns}: insert old node {hash:?}: {e}"));
+    }
+
+    impl OldDb for SqlitePool {
+        async fn create_old_schema(&self) {
+            let mut tx = self.begin().await.expect("begin old schema");
+            sqlx::raw_sql(MIGRATIONS_TABLE)
+                .execute(&mut *tx)
+                .await
+                .expect("create ms_smt_migrations");
+            sqlx::raw_sql(V1_DDL)
+                .execute(&mut *tx)
+                .await
+                .expect("create the version-1 tables");
+            sqlx::query(
+                "INSERT INTO ms_smt_migrations (version, description) \
+                 VALUES (1, 'nodes and roots')",
+            )
+            .execute(&mut *tx)
+            .await
+            .expect("record version 1");
+            tx.commit().await.expect("commit old schema");
+        }
+
+        async fn write_old_rows(&self, ns: &str, rows: &[(Hash, Node, u64)], root: &ComputedNode) {
+            let mut tx = self.begin().await.expect("begin old rows");
+            for (hash, node, refs) in rows {
+                insert_node(&mut tx, ns, hash, node, *refs).await;
+            }
+            sqlx::query("INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES (?, ?, ?)")
+                .bind(ns)
+                .bind(root.hash.0.to_vec())
+                .bind(sum_to_sql(root.sum))
+                .execute(&mut *tx)
+                .await
+                .unwrap_or_else(|e| panic!("{ns}: insert old root: {e}"));
+            tx.commit().await.expect("commit old rows");
+        }
+
+        async fn insert_old_node(&self, ns: &str, hash: &Hash, node: &Node, refs: u64) {
+            let mut conn = self.acquire().await.expect("acquire");
+            insert_node(&mut conn, ns, hash, node, refs).await;
+        }
+
+        async fn delete_old_node(&self, ns: &str, hash: &Hash) -> u64 {
+            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ? AND hash = ?")
+                .bind(ns)
+                .bind(hash.0.to_vec())
+                .execute(self)
+                .await
+                .expect("delete an old node")
+                .rows_affected()
+        }
+
+        async fn tamper_old_node(&self, ns: &str, hash: &Hash) -> u64 {
+            sqlx::query("UPDATE ms_smt_nodes SET value = ? WHERE namespace = ? AND hash = ?")
+                .bind(TAMPERED_VALUE)
+                .bind(ns)
+                .bind(hash.0.to_vec())
+                .execute(self)
+                .await
+                .expect("tamper with an old node")
+                .rows_affected()
+        }
+
+        async fn tables(&self) -> Vec<String> {
+            sqlx::query_scalar(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ms_smt_%' \
+                 ORDER BY name",
+            )
+            .fetch_all(self)
+            .await
+            .expect("list tables")
+        }
+
+        async fn versions(&self) -> Vec<i64> {
+            sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+                .fetch_all(self)
+                .await
+                .expect("read ms_smt_migrations")
+        }
+
+        async fn old_rows(&self, ns: &str) -> Vec<OldRow> {
+            sqlx::query_as(
+                "SELECT hash, l_hash, r_hash, leaf_key, value, sum, refs FROM ms_smt_nodes \
+                 WHERE namespace = ? ORDER BY hash",
+            )
+            .bind(ns)
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_nodes")
+        }
+
+        async fn old_root_row(&self, ns: &str) -> Option<(Vec<u8>, i64)> {
+            sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
+                .bind(ns)
+                .fetch_optional(self)
+                .await
+                .expect("read ms_smt_roots")
+        }
+
+        async fn new_namespaces(&self) -> Vec<String> {
+            sqlx::query_scalar("SELECT name FROM ms_smt_namespaces ORDER BY name")
+                .fetch_all(self)
+                .await
+                .expect("read ms_smt_namespaces")
+        }
+
+        async fn strata_dump(&self) -> StrataDump {
+            let rows = sqlx::query_as(
+                "SELECT ns, path, depth, body FROM ms_smt_strata ORDER BY ns, path, depth",
+            )
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_strata");
+            let names = sqlx::query_as(
+                "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id",
+            )
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_namespaces");
+            (rows, names)
+        }
+
+        async fn orphan_strata_rows(&self) -> i64 {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM ms_smt_strata \
+                 WHERE ns NOT IN (SELECT id FROM ms_smt_namespaces)",
+            )
+            .fetch_one(self)
+            .await
+            .expect("count orphan strata rows")
+        }
+    }
 }
 
-impl TempDb {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let name = format!(
-            "ms_smt_migration_{tag}_{}_{nanos:x}_{}.db",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
+// ---------------------------------------------------------------------------
+// Postgres: a fresh schema, the old schema exactly as the old Postgres code
+// made it
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "postgres")]
+mod postgres_engine {
+    use std::str::FromStr;
+
+    use ms_smt::store::{PostgresStore, SqlStoreError};
+    use ms_smt::{ComputedNode, Hash, Node};
+    use sqlx::PgPool;
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+    use super::{
+        Backend, OldDb, OldRow, SqlStore, StrataDump, TAMPERED_VALUE, old_columns, sum_to_sql,
+        unique,
+    };
+
+    /// The ledger as `PostgresStore::migrate` creates it.
+    const MIGRATIONS_TABLE: &str = "CREATE TABLE ms_smt_migrations (
+        version BIGINT PRIMARY KEY NOT NULL,
+        description TEXT NOT NULL,
+        applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    )";
+
+    /// Version 1 of `MIGRATIONS` in src/store/postgres.rs.
+    const V1_DDL: &str = "CREATE TABLE ms_smt_nodes (
+            namespace TEXT NOT NULL,
+            hash BYTEA NOT NULL,
+            l_hash BYTEA,
+            r_hash BYTEA,
+            leaf_key BYTEA,
+            value BYTEA,
+            sum BIGINT NOT NULL,
+            refs BIGINT NOT NULL,
+            PRIMARY KEY (namespace, hash)
         );
-        let path = std::env::temp_dir().join(name);
-        for suffix in ["", "-wal", "-shm"] {
-            assert!(
-                !with_suffix(&path, suffix).exists(),
-                "temp file {} already exists",
-                path.display()
-            );
+        CREATE TABLE ms_smt_roots (
+            namespace TEXT PRIMARY KEY NOT NULL,
+            hash BYTEA NOT NULL,
+            sum BIGINT NOT NULL
+        );";
+
+    /// The Postgres URL, or `None` (after printing why) when the test must
+    /// skip.
+    fn pg_url(test: &str) -> Option<String> {
+        match std::env::var("MSSMT_PG_URL") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                if std::env::var("MSSMT_REQUIRE_PG").as_deref() == Ok("1") {
+                    panic!(
+                        "postgres test {test} FAILED: MSSMT_PG_URL is not set but \
+                         MSSMT_REQUIRE_PG=1 (run via scripts/with-postgres.sh)"
+                    );
+                }
+                eprintln!(
+                    "postgres test {test} SKIPPED: MSSMT_PG_URL not set \
+                     (run via scripts/with-postgres.sh)"
+                );
+                None
+            }
         }
-        TempDb { path }
+    }
+
+    /// A fresh schema of the test database and a pool whose sessions'
+    /// `search_path` is that schema only, so the old tables and the new
+    /// ones are this test's alone.
+    pub struct PgSchema {
+        admin: PgPool,
+        pool: PgPool,
+        schema: String,
+    }
+
+    impl PgSchema {
+        /// The schema for test `test`; `None` when Postgres tests skip (see
+        /// [`pg_url`]).
+        pub async fn create(test: &str) -> Option<Self> {
+            let url = pg_url(test)?;
+            let schema = format!("ms_smt_{}", unique("migration"));
+            let admin = PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&url)
+                .await
+                .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+            sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
+                .execute(&admin)
+                .await
+                .expect("create schema");
+            let options = PgConnectOptions::from_str(&url)
+                .expect("MSSMT_PG_URL")
+                .options([("search_path", schema.as_str())]);
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .connect_with(options)
+                .await
+                .expect("schema pool");
+            Some(PgSchema {
+                admin,
+                pool,
+                schema,
+            })
+        }
+
+        pub async fn drop_schema(self) {
+            self.pool.close().await;
+            sqlx::raw_sql(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema))
+                .execute(&self.admin)
+                .await
+                .expect("drop schema");
+            self.admin.close().await;
+        }
+    }
+
+    impl Backend for PgSchema {
+        type Pool = PgPool;
+        type Store = PostgresStore;
+
+        async fn raw(&self) -> PgPool {
+            self.pool.clone()
+        }
+
+        async fn release(&self, _pool: PgPool) {}
+
+        async fn open(&self) -> Result<PostgresStore, SqlStoreError> {
+            let store = PostgresStore::from_pool(self.pool.clone(), "default");
+            store.migrate().await?;
+            Ok(store)
+        }
+    }
+
+    impl SqlStore for PostgresStore {
+        type Pool = PgPool;
+
+        fn ns_store(&self, name: &str) -> Self {
+            self.namespace(name)
+        }
+
+        fn raw_pool(&self) -> PgPool {
+            self.pool().clone()
+        }
+
+        fn unmigrated(pool: PgPool) -> Self {
+            PostgresStore::from_pool(pool, "default")
+        }
+    }
+
+    async fn insert_node(
+        conn: &mut sqlx::PgConnection,
+        ns: &str,
+        hash: &Hash,
+        node: &Node,
+        refs: u64,
+    ) {
+        let (l, r, key, value, sum) = old_columns(node);
+        sqlx::query(
+            "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(ns)
+        .bind(hash.0.to_vec())
+        .bind(l)
+        .bind(r)
+        .bind(key)
+        .bind(value)
+        .bind(sum)
+        .bind(i64::try_from(refs).expect("refs fit i64"))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{ns}: insert old node {hash:?}: {e}"));
+    }
+
+    impl OldDb for PgPool {
+        async fn create_old_schema(&self) {
+            let mut tx = self.begin().await.expect("begin old schema");
+            sqlx::raw_sql(MIGRATIONS_TABLE)
+                .execute(&mut *tx)
+                .await
+                .expect("create ms_smt_migrations");
+            sqlx::raw_sql(V1_DDL)
+                .execute(&mut *tx)
+                .await
+                .expect("create the version-1 tables");
+            sqlx::query(
+                "INSERT INTO ms_smt_migrations (version, description) \
+                 VALUES (1, 'nodes and roots')",
+            )
+            .execute(&mut *tx)
+            .await
+            .expect("record version 1");
+            tx.commit().await.expect("commit old schema");
+        }
+
+        async fn write_old_rows(&self, ns: &str, rows: &[(Hash, Node, u64)], root: &ComputedNode) {
+            let mut tx = self.begin().await.expect("begin old rows");
+            for (hash, node, refs) in rows {
+                insert_node(&mut tx, ns, hash, node, *refs).await;
+            }
+            sqlx::query("INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES ($1, $2, $3)")
+                .bind(ns)
+                .bind(root.hash.0.to_vec())
+                .bind(sum_to_sql(root.sum))
+                .execute(&mut *tx)
+                .await
+                .unwrap_or_else(|e| panic!("{ns}: insert old root: {e}"));
+            tx.commit().await.expect("commit old rows");
+        }
+
+        async fn insert_old_node(&self, ns: &str, hash: &Hash, node: &Node, refs: u64) {
+            let mut conn = self.acquire().await.expect("acquire");
+            insert_node(&mut conn, ns, hash, node, refs).await;
+        }
+
+        async fn delete_old_node(&self, ns: &str, hash: &Hash) -> u64 {
+            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1 AND hash = $2")
+                .bind(ns)
+                .bind(hash.0.to_vec())
+                .execute(self)
+                .await
+                .expect("delete an old node")
+                .rows_affected()
+        }
+
+        async fn tamper_old_node(&self, ns: &str, hash: &Hash) -> u64 {
+            sqlx::query("UPDATE ms_smt_nodes SET value = $1 WHERE namespace = $2 AND hash = $3")
+                .bind(TAMPERED_VALUE)
+                .bind(ns)
+                .bind(hash.0.to_vec())
+                .execute(self)
+                .await
+                .expect("tamper with an old node")
+                .rows_affected()
+        }
+
+        async fn tables(&self) -> Vec<String> {
+            sqlx::query_scalar(
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = current_schema() AND table_name LIKE 'ms\\_smt\\_%' \
+                 ORDER BY table_name COLLATE \"C\"",
+            )
+            .fetch_all(self)
+            .await
+            .expect("list tables")
+        }
+
+        async fn versions(&self) -> Vec<i64> {
+            sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+                .fetch_all(self)
+                .await
+                .expect("read ms_smt_migrations")
+        }
+
+        async fn old_rows(&self, ns: &str) -> Vec<OldRow> {
+            sqlx::query_as(
+                "SELECT hash, l_hash, r_hash, leaf_key, value, sum, refs FROM ms_smt_nodes \
+                 WHERE namespace = $1 ORDER BY hash",
+            )
+            .bind(ns)
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_nodes")
+        }
+
+        async fn old_root_row(&self, ns: &str) -> Option<(Vec<u8>, i64)> {
+            sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = $1")
+                .bind(ns)
+                .fetch_optional(self)
+                .await
+                .expect("read ms_smt_roots")
+        }
+
+        async fn new_namespaces(&self) -> Vec<String> {
+            sqlx::query_scalar("SELECT name FROM ms_smt_namespaces ORDER BY name COLLATE \"C\"")
+                .fetch_all(self)
+                .await
+                .expect("read ms_smt_namespaces")
+        }
+
+        async fn strata_dump(&self) -> StrataDump {
+            let rows = sqlx::query_as(
+                "SELECT ns, path, depth::BIGINT, body FROM ms_smt_strata \
+                 ORDER BY ns, path, depth",
+            )
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_strata");
+            let names = sqlx::query_as(
+                "SELECT id, name, height::BIGINT, root_hash, root_sum FROM ms_smt_namespaces \
+                 ORDER BY id",
+            )
+            .fetch_all(self)
+            .await
+            .expect("read ms_smt_namespaces");
+            (rows, names)
+        }
+
+        async fn orphan_strata_rows(&self) -> i64 {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM ms_smt_strata \
+                 WHERE ns NOT IN (SELECT id FROM ms_smt_namespaces)",
+            )
+            .fetch_one(self)
+            .await
+            .expect("count orphan strata rows")
+        }
     }
 }
 
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut p = path.to_path_buf().into_os_string();
-    p.push(suffix);
-    PathBuf::from(p)
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(with_suffix(&self.path, suffix));
-        }
-    }
-}
-
-/// A plain pool on the file, as the old code (or a human with sqlite3) would
-/// open it; no migration runs.
-async fn raw_pool(path: &Path) -> SqlitePool {
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal);
-    SqlitePoolOptions::new()
-        .max_connections(2)
-        .connect_with(options)
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
-}
-
-/// A database with the version-1 schema and ledger, no trees yet.
-async fn create_old_database(path: &Path) -> SqlitePool {
-    let pool = raw_pool(path).await;
-    let mut tx = pool.begin().await.expect("begin old schema");
-    sqlx::raw_sql(MIGRATIONS_TABLE)
-        .execute(&mut *tx)
-        .await
-        .expect("create ms_smt_migrations");
-    sqlx::raw_sql(V1_DDL)
-        .execute(&mut *tx)
-        .await
-        .expect("create the version-1 tables");
-    sqlx::query(
-        "INSERT INTO ms_smt_migrations (version, description) VALUES (1, 'nodes and roots')",
-    )
-    .execute(&mut *tx)
-    .await
-    .expect("record version 1");
-    tx.commit().await.expect("commit old schema");
-    pool
-}
+// ---------------------------------------------------------------------------
+// Keys, leaves, the model
+// ---------------------------------------------------------------------------
 
 fn hkey(tag: &str, i: u64) -> Key {
     Key(sha256(format!("{tag}/{i}").as_bytes()).0)
@@ -303,143 +897,16 @@ fn old_columns(node: &Node) -> OldColumns {
     }
 }
 
-async fn insert_old_node(
-    conn: &mut sqlx::SqliteConnection,
-    ns: &str,
-    hash: &Hash,
-    node: &Node,
-    refs: u64,
-) {
-    let (l, r, key, value, sum) = old_columns(node);
-    sqlx::query(
-        "INSERT INTO ms_smt_nodes (namespace, hash, l_hash, r_hash, leaf_key, value, sum, refs) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(ns)
-    .bind(hash.0.to_vec())
-    .bind(l)
-    .bind(r)
-    .bind(key)
-    .bind(value)
-    .bind(sum)
-    .bind(i64::try_from(refs).expect("refs fit i64"))
-    .execute(&mut *conn)
-    .await
-    .unwrap_or_else(|e| panic!("{ns}: insert old node {hash:?}: {e}"));
-}
-
-/// Writes the fixture's tree as the old code stored it; returns its rows.
-async fn write_old_namespace(pool: &SqlitePool, fx: &Fixture) -> Vec<(Hash, Node, u64)> {
-    let rows = fx.mem.rows().expect("memory rows");
-    assert!(
-        rows.iter().any(|(h, _, _)| *h == fx.root.hash),
-        "{}: the root is not among the memory rows",
-        fx.name
-    );
-    let mut tx = pool.begin().await.expect("begin old rows");
-    for (hash, node, refs) in &rows {
-        insert_old_node(&mut tx, &fx.name, hash, node, *refs).await;
-    }
-    sqlx::query("INSERT INTO ms_smt_roots (namespace, hash, sum) VALUES (?, ?, ?)")
-        .bind(&fx.name)
-        .bind(fx.root.hash.0.to_vec())
-        .bind(sum_to_sql(fx.root.sum))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{}: insert old root: {e}", fx.name));
-    tx.commit().await.expect("commit old rows");
-    rows
-}
-
-// ---------------------------------------------------------------------------
-// Inspecting the database
-// ---------------------------------------------------------------------------
-
-async fn tables(pool: &SqlitePool) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ms_smt_%' \
-         ORDER BY name",
-    )
-    .fetch_all(pool)
-    .await
-    .expect("list tables")
-}
-
-async fn versions(pool: &SqlitePool) -> Vec<i64> {
-    sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
-        .fetch_all(pool)
-        .await
-        .expect("read ms_smt_migrations")
-}
-
-/// Every old node row of `ns`, all columns, in hash order.
-type OldRow = (
-    Vec<u8>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    i64,
-    i64,
-);
-
-async fn old_rows(pool: &SqlitePool, ns: &str) -> Vec<OldRow> {
-    sqlx::query_as(
-        "SELECT hash, l_hash, r_hash, leaf_key, value, sum, refs FROM ms_smt_nodes \
-         WHERE namespace = ? ORDER BY hash",
-    )
-    .bind(ns)
-    .fetch_all(pool)
-    .await
-    .expect("read ms_smt_nodes")
-}
-
-async fn old_root_row(pool: &SqlitePool, ns: &str) -> Option<(Vec<u8>, i64)> {
-    sqlx::query_as("SELECT hash, sum FROM ms_smt_roots WHERE namespace = ?")
-        .bind(ns)
-        .fetch_optional(pool)
-        .await
-        .expect("read ms_smt_roots")
-}
-
-async fn new_namespaces(pool: &SqlitePool) -> Vec<String> {
-    sqlx::query_scalar("SELECT name FROM ms_smt_namespaces ORDER BY name")
-        .fetch_all(pool)
-        .await
-        .expect("read ms_smt_namespaces")
-}
-
-/// Every strata row and namespace row, for byte-for-byte comparisons.
-type StrataDump = (
-    Vec<(i64, Vec<u8>, i64, Vec<u8>)>,
-    Vec<(i64, String, i64, Option<Vec<u8>>, Option<i64>)>,
-);
-
-async fn strata_dump(pool: &SqlitePool) -> StrataDump {
-    let rows =
-        sqlx::query_as("SELECT ns, path, depth, body FROM ms_smt_strata ORDER BY ns, path, depth")
-            .fetch_all(pool)
-            .await
-            .expect("read ms_smt_strata");
-    let names = sqlx::query_as(
-        "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id",
-    )
-    .fetch_all(pool)
-    .await
-    .expect("read ms_smt_namespaces");
-    (rows, names)
-}
-
 // ---------------------------------------------------------------------------
 // Checking a migrated namespace
 // ---------------------------------------------------------------------------
 
 /// Reads only: root, every leaf, absent keys, proofs of a sample (verified
 /// and byte-identical to the memory tree's).
-async fn check_reads<L: Layout>(fx: &Fixture, sql: &SqliteStore) {
+async fn check_reads<S: SqlStore, L: Layout>(fx: &Fixture, sql: &S) {
     let name = &fx.name;
     let mem: Tree<MemoryStore, L> = Tree::new(fx.mem.clone());
-    let tree: Tree<SqliteStore, L> = Tree::new(sql.namespace(name));
+    let tree: Tree<S, L> = Tree::new(sql.ns_store(name));
     let root = tree
         .root()
         .await
@@ -507,11 +974,11 @@ async fn check_reads<L: Layout>(fx: &Fixture, sql: &SqliteStore) {
 
 /// Reads, then `fx.next` written on the migrated tree and on the memory
 /// tree: equal roots, and the new contents read back. Returns the new root.
-async fn check<L: Layout>(fx: &Fixture, sql: &SqliteStore) -> ComputedNode {
-    check_reads::<L>(fx, sql).await;
+async fn check<S: SqlStore, L: Layout>(fx: &Fixture, sql: &S) -> ComputedNode {
+    check_reads::<S, L>(fx, sql).await;
     let name = &fx.name;
     let mem: Tree<MemoryStore, L> = Tree::new(fx.mem.clone());
-    let tree: Tree<SqliteStore, L> = Tree::new(sql.namespace(name));
+    let tree: Tree<S, L> = Tree::new(sql.ns_store(name));
     let want = mem
         .insert_many(fx.next.clone())
         .await
@@ -566,23 +1033,23 @@ async fn check<L: Layout>(fx: &Fixture, sql: &SqliteStore) -> ComputedNode {
     want
 }
 
-async fn check_any(fx: &Fixture, sql: &SqliteStore) -> ComputedNode {
+async fn check_any<S: SqlStore>(fx: &Fixture, sql: &S) -> ComputedNode {
     match fx.kind {
-        LayoutKind::Full => check::<Full>(fx, sql).await,
-        LayoutKind::Compacted => check::<Compacted>(fx, sql).await,
+        LayoutKind::Full => check::<S, Full>(fx, sql).await,
+        LayoutKind::Compacted => check::<S, Compacted>(fx, sql).await,
     }
 }
 
-async fn check_reads_any(fx: &Fixture, sql: &SqliteStore) {
+async fn check_reads_any<S: SqlStore>(fx: &Fixture, sql: &S) {
     match fx.kind {
-        LayoutKind::Full => check_reads::<Full>(fx, sql).await,
-        LayoutKind::Compacted => check_reads::<Compacted>(fx, sql).await,
+        LayoutKind::Full => check_reads::<S, Full>(fx, sql).await,
+        LayoutKind::Compacted => check_reads::<S, Compacted>(fx, sql).await,
     }
 }
 
-async fn root_of(store: &SqliteStore, ns: &str) -> ComputedNode {
+async fn root_of<S: SqlStore>(store: &S, ns: &str) -> ComputedNode {
     store
-        .namespace(ns)
+        .ns_store(ns)
         .load_root()
         .await
         .unwrap_or_else(|e| panic!("{ns}: load_root: {e}"))
@@ -711,13 +1178,11 @@ async fn fixture_history(db: &MemoryStore, name: &str, rng: &mut StdRng) -> Fixt
 }
 
 // ---------------------------------------------------------------------------
-// Tests
+// The scenarios, on either engine
 // ---------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread")]
-async fn old_database_migrates_intact() {
+async fn old_database_migrates_intact<B: Backend>(backend: &B, engine: &str) {
     let started = Instant::now();
-    let file = TempDb::new("intact");
     let mut rng = StdRng::seed_from_u64(0x6d69_6772_6174_6531);
     let db = MemoryStore::new();
     let fixtures = vec![
@@ -733,7 +1198,7 @@ async fn old_database_migrates_intact() {
         fixtures[2].root.sum
     );
 
-    let pool = create_old_database(&file.path).await;
+    let pool = create_old_database(backend).await;
     for fx in &fixtures {
         let rows = write_old_namespace(&pool, fx).await;
         let shared = rows.iter().filter(|r| r.2 > 1).count();
@@ -751,29 +1216,30 @@ async fn old_database_migrates_intact() {
             _ => {}
         }
         assert_eq!(
-            old_rows(&pool, &fx.name).await.len(),
+            pool.old_rows(&fx.name).await.len(),
             rows.len(),
             "{}: old rows written",
             fx.name
         );
     }
-    assert_eq!(versions(&pool).await, [1], "old ledger");
-    pool.close().await;
+    assert_eq!(pool.versions().await, [1], "old ledger");
+    backend.release(pool).await;
 
     // The new code opens it.
-    let store = SqliteStore::open(&file.path)
+    let store = backend
+        .open()
         .await
         .expect("open the old database with the new code");
-    let pool = store.pool().clone();
+    let pool = store.raw_pool();
     assert_eq!(
-        tables(&pool).await,
+        pool.tables().await,
         ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
         "the old tables are not dropped (or the new ones are missing)"
     );
-    assert_eq!(versions(&pool).await, [1, 2, 3], "ms_smt_migrations");
+    assert_eq!(pool.versions().await, [1, 2, 3], "ms_smt_migrations");
     let mut names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
     names.sort();
-    assert_eq!(new_namespaces(&pool).await, names, "ms_smt_namespaces");
+    assert_eq!(pool.new_namespaces().await, names, "ms_smt_namespaces");
 
     let mut new_roots = Vec::new();
     for fx in &fixtures {
@@ -787,17 +1253,17 @@ async fn old_database_migrates_intact() {
     );
 
     // A second open is a no-op.
-    let before = strata_dump(&pool).await;
-    pool.close().await;
-    let again = SqliteStore::open(&file.path).await.expect("open again");
-    let pool = again.pool().clone();
+    let before = pool.strata_dump().await;
+    backend.release(pool).await;
+    let again = backend.open().await.expect("open again");
+    let pool = again.raw_pool();
     assert_eq!(
-        versions(&pool).await,
+        pool.versions().await,
         [1, 2, 3],
         "ms_smt_migrations after reopen"
     );
     assert_eq!(
-        strata_dump(&pool).await,
+        pool.strata_dump().await,
         before,
         "the second open changed rows"
     );
@@ -808,13 +1274,14 @@ async fn old_database_migrates_intact() {
             "{name}: root after reopen"
         );
     }
-    pool.close().await;
-    eprintln!("old_database_migrates_intact: {:?}", started.elapsed());
+    backend.release(pool).await;
+    eprintln!(
+        "{engine} old_database_migrates_intact: {:?}",
+        started.elapsed()
+    );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn corrupt_namespace_is_refused_and_kept() {
-    let file = TempDb::new("corrupt");
+async fn corrupt_namespace_is_refused_and_kept<B: Backend>(backend: &B) {
     let mut rng = StdRng::seed_from_u64(0x636f_7272_7570_7421);
     let db = MemoryStore::new();
     // Migrated in name order: a, b before m; z after.
@@ -827,7 +1294,7 @@ async fn corrupt_namespace_is_refused_and_kept() {
     let corrupt = &fixtures[2];
     let later = &fixtures[3];
 
-    let pool = create_old_database(&file.path).await;
+    let pool = create_old_database(backend).await;
     let mut corrupt_rows = Vec::new();
     for fx in &fixtures {
         let rows = write_old_namespace(&pool, fx).await;
@@ -841,32 +1308,26 @@ async fn corrupt_namespace_is_refused_and_kept() {
         .find(|(h, n, _)| matches!(n, Node::Branch { .. }) && *h != corrupt.root.hash)
         .cloned()
         .expect("m-corrupt has an inner branch");
-    let deleted = sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ? AND hash = ?")
-        .bind(&corrupt.name)
-        .bind(lost_hash.0.to_vec())
-        .execute(&pool)
-        .await
-        .expect("delete an inner node")
-        .rows_affected();
+    let deleted = pool.delete_old_node(&corrupt.name, &lost_hash).await;
     assert_eq!(deleted, 1, "deleted rows");
-    let corrupt_before = old_rows(&pool, &corrupt.name).await;
+    let corrupt_before = pool.old_rows(&corrupt.name).await;
     assert_eq!(
         corrupt_before.len(),
         corrupt_rows.len() - 1,
         "m-corrupt rows"
     );
-    let corrupt_root_before = old_root_row(&pool, &corrupt.name).await;
+    let corrupt_root_before = pool.old_root_row(&corrupt.name).await;
     assert!(corrupt_root_before.is_some(), "m-corrupt has no root row");
-    let later_before = old_rows(&pool, &later.name).await;
-    let later_root_before = old_root_row(&pool, &later.name).await;
+    let later_before = pool.old_rows(&later.name).await;
+    let later_root_before = pool.old_root_row(&later.name).await;
     assert!(
         !later_before.is_empty() && later_root_before.is_some(),
         "z-later rows"
     );
-    pool.close().await;
+    backend.release(pool).await;
 
     for attempt in ["first", "second"] {
-        match SqliteStore::open(&file.path).await {
+        match backend.open().await {
             Err(SqlStoreError::Migration { namespace, source }) => {
                 assert_eq!(namespace, corrupt.name, "{attempt} open: failing namespace");
                 assert!(
@@ -882,42 +1343,42 @@ async fn corrupt_namespace_is_refused_and_kept() {
             Ok(_) => panic!("{attempt} open: a database with a corrupt namespace opened"),
         }
 
-        let pool = raw_pool(&file.path).await;
+        let pool = backend.raw().await;
         assert_eq!(
-            old_rows(&pool, &corrupt.name).await,
+            pool.old_rows(&corrupt.name).await,
             corrupt_before,
             "{attempt} open: m-corrupt's old rows changed"
         );
         assert_eq!(
-            old_root_row(&pool, &corrupt.name).await,
+            pool.old_root_row(&corrupt.name).await,
             corrupt_root_before,
             "{attempt} open: m-corrupt's old root changed"
         );
         assert_eq!(
-            old_rows(&pool, &later.name).await,
+            pool.old_rows(&later.name).await,
             later_before,
             "{attempt} open: z-later's old rows changed"
         );
         assert_eq!(
-            old_root_row(&pool, &later.name).await,
+            pool.old_root_row(&later.name).await,
             later_root_before,
             "{attempt} open: z-later's old root changed"
         );
         for fx in &fixtures[..2] {
             assert!(
-                old_rows(&pool, &fx.name).await.is_empty()
-                    && old_root_row(&pool, &fx.name).await.is_none(),
+                pool.old_rows(&fx.name).await.is_empty()
+                    && pool.old_root_row(&fx.name).await.is_none(),
                 "{attempt} open: {} was not moved out of the old tables",
                 fx.name
             );
         }
         assert_eq!(
-            versions(&pool).await,
+            pool.versions().await,
             [1, 2],
             "{attempt} open: ms_smt_migrations"
         );
         assert_eq!(
-            tables(&pool).await,
+            pool.tables().await,
             [
                 "ms_smt_migrations",
                 "ms_smt_namespaces",
@@ -928,78 +1389,63 @@ async fn corrupt_namespace_is_refused_and_kept() {
             "{attempt} open: tables"
         );
         assert_eq!(
-            new_namespaces(&pool).await,
+            pool.new_namespaces().await,
             ["a-good", "b-good-full"],
             "{attempt} open: ms_smt_namespaces"
         );
-        let orphans: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM ms_smt_strata WHERE ns NOT IN (SELECT id FROM ms_smt_namespaces)",
-        )
-        .fetch_one(&pool)
-        .await
-        .expect("count orphan strata rows");
-        assert_eq!(orphans, 0, "{attempt} open: strata rows of no namespace");
+        assert_eq!(
+            pool.orphan_strata_rows().await,
+            0,
+            "{attempt} open: strata rows of no namespace"
+        );
 
         // The namespaces moved before the failure read back right.
-        let store = SqliteStore::from_pool(pool.clone(), "default");
+        let store = B::Store::unmigrated(pool);
         for fx in &fixtures[..2] {
             check_reads_any(fx, &store).await;
         }
-        pool.close().await;
+        backend.release(store.raw_pool()).await;
     }
 
     // Repaired, the next open finishes the migration.
-    let pool = raw_pool(&file.path).await;
-    let mut conn = pool.acquire().await.expect("acquire");
-    insert_old_node(&mut conn, &corrupt.name, &lost_hash, &lost_node, lost_refs).await;
-    drop(conn);
-    pool.close().await;
-    let store = SqliteStore::open(&file.path)
-        .await
-        .expect("open after the repair");
-    let pool = store.pool().clone();
+    let pool = backend.raw().await;
+    pool.insert_old_node(&corrupt.name, &lost_hash, &lost_node, lost_refs)
+        .await;
+    backend.release(pool).await;
+    let store = backend.open().await.expect("open after the repair");
+    let pool = store.raw_pool();
     assert_eq!(
-        versions(&pool).await,
+        pool.versions().await,
         [1, 2, 3],
         "ms_smt_migrations after repair"
     );
     assert_eq!(
-        tables(&pool).await,
+        pool.tables().await,
         ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
         "tables after repair"
     );
     for fx in &fixtures {
         check_any(fx, &store).await;
     }
-    pool.close().await;
+    backend.release(pool).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn tampered_leaf_is_refused() {
-    let file = TempDb::new("tampered");
+async fn tampered_leaf_is_refused<B: Backend>(backend: &B) {
     let mut rng = StdRng::seed_from_u64(0x7461_6d70_6572_6564);
     let db = MemoryStore::new();
     let fx = fixture_compacted(&db, "tampered", 100, &mut rng).await;
-    let pool = create_old_database(&file.path).await;
+    let pool = create_old_database(backend).await;
     let rows = write_old_namespace(&pool, &fx).await;
     let (leaf_hash, _, _) = rows
         .iter()
         .find(|(_, n, _)| matches!(n, Node::Compacted { .. }))
         .expect("a compacted leaf row");
-    let changed = sqlx::query(
-        "UPDATE ms_smt_nodes SET value = X'74616d7065726564' WHERE namespace = ? AND hash = ?",
-    )
-    .bind(&fx.name)
-    .bind(leaf_hash.0.to_vec())
-    .execute(&pool)
-    .await
-    .expect("tamper with a leaf")
-    .rows_affected();
+    let changed = pool.tamper_old_node(&fx.name, leaf_hash).await;
     assert_eq!(changed, 1, "tampered rows");
-    let before = old_rows(&pool, &fx.name).await;
-    pool.close().await;
+    let before = pool.old_rows(&fx.name).await;
+    backend.release(pool).await;
 
-    match SqliteStore::open(&file.path).await {
+    match backend.open().await {
         Err(SqlStoreError::Migration { namespace, source }) => {
             assert_eq!(namespace, fx.name, "failing namespace");
             match source {
@@ -1013,29 +1459,22 @@ async fn tampered_leaf_is_refused() {
         Err(other) => panic!("expected a Migration error, got {other:?}"),
         Ok(_) => panic!("a database with a tampered leaf opened"),
     }
-    let pool = raw_pool(&file.path).await;
-    assert_eq!(old_rows(&pool, &fx.name).await, before, "old rows changed");
-    assert!(
-        old_root_row(&pool, &fx.name).await.is_some(),
-        "old root lost"
-    );
-    assert_eq!(versions(&pool).await, [1, 2], "ms_smt_migrations");
-    assert!(new_namespaces(&pool).await.is_empty(), "namespace created");
-    pool.close().await;
+    let pool = backend.raw().await;
+    assert_eq!(pool.old_rows(&fx.name).await, before, "old rows changed");
+    assert!(pool.old_root_row(&fx.name).await.is_some(), "old root lost");
+    assert_eq!(pool.versions().await, [1, 2], "ms_smt_migrations");
+    assert!(pool.new_namespaces().await.is_empty(), "namespace created");
+    backend.release(pool).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn empty_old_database_migrates() {
-    let file = TempDb::new("empty");
-    let pool = create_old_database(&file.path).await;
-    pool.close().await;
-    let store = SqliteStore::open(&file.path)
-        .await
-        .expect("open an empty old database");
-    let pool = store.pool().clone();
-    assert_eq!(versions(&pool).await, [1, 2, 3], "ms_smt_migrations");
+async fn empty_old_database_migrates<B: Backend>(backend: &B) {
+    let pool = create_old_database(backend).await;
+    backend.release(pool).await;
+    let store = backend.open().await.expect("open an empty old database");
+    let pool = store.raw_pool();
+    assert_eq!(pool.versions().await, [1, 2, 3], "ms_smt_migrations");
     assert_eq!(
-        tables(&pool).await,
+        pool.tables().await,
         ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
         "tables"
     );
@@ -1044,5 +1483,80 @@ async fn empty_old_database_migrates() {
         ComputedNode::empty_root(),
         "root of an empty database"
     );
-    pool.close().await;
+    backend.release(pool).await;
+}
+
+// ---------------------------------------------------------------------------
+// Tests: SQLite
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "sqlite")]
+mod sqlite {
+    use super::sqlite_engine::SqliteFile;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn old_database_migrates_intact() {
+        super::old_database_migrates_intact(&SqliteFile::new("intact"), "sqlite").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn corrupt_namespace_is_refused_and_kept() {
+        super::corrupt_namespace_is_refused_and_kept(&SqliteFile::new("corrupt")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn tampered_leaf_is_refused() {
+        super::tampered_leaf_is_refused(&SqliteFile::new("tampered")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn empty_old_database_migrates() {
+        super::empty_old_database_migrates(&SqliteFile::new("empty")).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tests: Postgres (each in its own schema; a failing test leaves its schema
+// behind for inspection)
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::postgres_engine::PgSchema;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn old_database_migrates_intact() {
+        let Some(pg) = PgSchema::create("old_database_migrates_intact").await else {
+            return;
+        };
+        super::old_database_migrates_intact(&pg, "postgres").await;
+        pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn corrupt_namespace_is_refused_and_kept() {
+        let Some(pg) = PgSchema::create("corrupt_namespace_is_refused_and_kept").await else {
+            return;
+        };
+        super::corrupt_namespace_is_refused_and_kept(&pg).await;
+        pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn tampered_leaf_is_refused() {
+        let Some(pg) = PgSchema::create("tampered_leaf_is_refused").await else {
+            return;
+        };
+        super::tampered_leaf_is_refused(&pg).await;
+        pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn empty_old_database_migrates() {
+        let Some(pg) = PgSchema::create("empty_old_database_migrates").await else {
+            return;
+        };
+        super::empty_old_database_migrates(&pg).await;
+        pg.drop_schema().await;
+    }
 }
