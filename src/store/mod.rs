@@ -1,11 +1,18 @@
 //! The store boundary: the only async part of the crate.
 //!
-//! A tree reads nodes in level-sized batches ([`TreeStore::fetch_nodes`]:
-//! one call per level of the descent, never one per node), runs the pure
-//! descent against what it fetched, and hands the resulting [`UpdateBatch`]
-//! to [`TreeStore::commit`] in one call. Stores keep a reference count per
-//! node hash: identical subtrees at different positions share one row, and a
-//! row disappears only when the last position using it lets go.
+//! A tree reads the nodes a batch needs, runs the pure descent against
+//! them, and hands the resulting [`UpdateBatch`] (every change with its
+//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one
+//! call. Two layouts sit behind the boundary:
+//!
+//! * [`MemoryStore`] keeps nodes by hash with a reference count per node:
+//!   identical subtrees share one entry, which goes only when the last
+//!   position using it lets go. It is read in level-sized batches
+//!   ([`TreeStore::fetch_nodes`], one call per level of the descent).
+//! * The SQL stores keep position-keyed [`strata`] rows (several levels per
+//!   row, nothing shared between positions) and read every key's path with
+//!   one [`TreeStore::fetch_key_paths`] call
+//!   ([`TreeStore::reads_by_position`]).
 
 mod batch;
 mod counters;

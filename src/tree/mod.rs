@@ -5,11 +5,12 @@
 //!        │ sort keys in tree order, last write wins, checked batch sum
 //!        ▼
 //!   read phase   ── store.load_root, then store.fetch_nodes once per level
-//!        │          (children of every touched node of that depth)
+//!        │          (children of every touched node of that depth), or
+//!        │          one fetch_key_paths for every key (position-keyed stores)
 //!        ▼
 //!   descent      ── pure and synchronous: partitions the keys at each
 //!        │          touched node, rebuilds each touched node once, queues
-//!        │          inserts and deletes, checks every sum
+//!        │          inserts and deletes by position, checks every sum
 //!        ▼
 //!   write phase  ── store.commit(UpdateBatch): one atomic call, applied
 //!                   only if the root is still the one that was read
