@@ -66,6 +66,15 @@ pub enum Node {
 }
 
 impl Node {
+    /// What kind of node this is, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Node::Branch { .. } => "branch",
+            Node::Leaf(_) => "plain leaf",
+            Node::Compacted { .. } => "compacted leaf",
+        }
+    }
+
     /// The node's sum.
     pub fn sum(&self) -> u64 {
         match self {

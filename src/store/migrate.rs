@@ -85,11 +85,7 @@ impl OldTreeWalk {
                     return Err(PlanError::UnexpectedNode {
                         hash,
                         level,
-                        found: match other {
-                            Node::Branch { .. } => "branch",
-                            Node::Leaf(_) => "plain leaf",
-                            Node::Compacted { .. } => "compacted leaf",
-                        },
+                        found: other.kind_name(),
                     });
                 }
             }

@@ -66,11 +66,7 @@ pub(crate) fn walk<R: NodeSource>(
                 return Err(PlanError::UnexpectedNode {
                     hash,
                     level,
-                    found: match other {
-                        Node::Branch { .. } => "branch",
-                        Node::Leaf(_) => "plain leaf",
-                        Node::Compacted { .. } => "compacted leaf",
-                    },
+                    found: other.kind_name(),
                 });
             }
         }
