@@ -327,7 +327,7 @@ impl Row {
     pub fn nodes(&self) -> Result<(ComputedNode, Vec<(Hash, Node)>), StrataError> {
         let mut out = Vec::new();
         let mut computed = vec![None; self.slots.len()];
-        let root = self.compute(1, &mut computed, &mut out)?;
+        let root = self.compute(1, &mut computed, Some(&mut out))?;
         out.reverse();
         Ok((root, out))
     }
@@ -335,19 +335,19 @@ impl Row {
     /// Hash and sum of every slot (bottom-up), for checking a batch.
     fn hashes(&self) -> Result<Vec<Option<ComputedNode>>, StrataError> {
         let mut computed = vec![None; self.slots.len()];
-        let mut sink = Vec::new();
         if self.slots[1].is_some() {
-            self.compute(1, &mut computed, &mut sink)?;
+            self.compute(1, &mut computed, None)?;
         }
         Ok(computed)
     }
 
-    /// Computes slot `s` (post-order, so `out` reversed is root first).
+    /// Computes slot `s` and, given `out`, collects its nodes (post-order,
+    /// so `out` reversed is root first; leaves are cloned only then).
     fn compute(
         &self,
         s: usize,
         computed: &mut [Option<ComputedNode>],
-        out: &mut Vec<(Hash, Node)>,
+        mut out: Option<&mut Vec<(Hash, Node)>>,
     ) -> Result<ComputedNode, StrataError> {
         let level = self.depth.saturating_add(Self::rel(s));
         let bad = |what| StrataError::Malformed {
@@ -358,33 +358,37 @@ impl Row {
             None => return Ok(ComputedNode::empty(level)),
             Some(Slot::Inner) => {
                 let child = s.saturating_mul(2);
-                let l = self.compute(child, computed, out)?;
-                let r = self.compute(child.saturating_add(1), computed, out)?;
-                branch(l, r).ok_or(bad("inner branch sum overflows"))?
+                let l = self.compute(child, computed, out.as_deref_mut())?;
+                let r = self.compute(child.saturating_add(1), computed, out.as_deref_mut())?;
+                let (c, node) = branch(l, r).ok_or(bad("inner branch sum overflows"))?;
+                (c, Some(node))
             }
             Some(Slot::Bottom { left, right }) => {
-                branch(*left, *right).ok_or(bad("bottom branch sum overflows"))?
+                let (c, node) = branch(*left, *right).ok_or(bad("bottom branch sum overflows"))?;
+                (c, Some(node))
             }
             Some(Slot::Compacted { hash, key, leaf }) => (
                 ComputedNode::new(*hash, leaf.sum()),
-                Node::Compacted {
+                out.is_some().then(|| Node::Compacted {
                     key: *key,
                     leaf: leaf.clone(),
-                },
+                }),
             ),
             Some(Slot::Leaf { hash, leaf }) => (
                 ComputedNode::new(*hash, leaf.sum()),
-                Node::Leaf(leaf.clone()),
+                out.is_some().then(|| Node::Leaf(leaf.clone())),
             ),
         };
-        if let Node::Branch { left, right, .. } = &node
+        if let Some(Node::Branch { left, right, .. }) = &node
             && *left == empty_hash(level.saturating_add(1))
             && *right == empty_hash(level.saturating_add(1))
         {
             return Err(bad("branch with two empty children"));
         }
         computed[s] = Some(c);
-        out.push((c.hash, node));
+        if let (Some(out), Some(node)) = (out, node) {
+            out.push((c.hash, node));
+        }
         Ok(c)
     }
 }
@@ -500,8 +504,10 @@ pub fn apply(
         .iter()
         .filter_map(|k| rows.get(k).map(|r| r.hashes().map(|h| (k.clone(), h))))
         .collect::<Result<_, _>>()?;
-    let old_rows = rows.clone();
     let (deletes, inserted) = net_positions(batch)?;
+    // What the deletes take out: a replaced bottom branch's old child refs
+    // are looked up there.
+    let mut removed: HashMap<Position, Slot> = HashMap::with_capacity(deletes.len());
 
     for (pos, hash) in &deletes {
         let key = row_key(pos);
@@ -514,10 +520,12 @@ pub fn apply(
         let stored = old_hashes
             .get(&key)
             .and_then(|h| h.get(s).copied().flatten());
-        if stored.map(|c| c.hash) != Some(*hash) || row.slots[s].is_none() {
-            return Err(missing);
+        match row.slots[s].take() {
+            Some(slot) if stored.map(|c| c.hash) == Some(*hash) => {
+                removed.insert(*pos, slot);
+            }
+            _ => return Err(missing),
         }
-        row.slots[s] = None;
     }
 
     for (pos, (hash, node)) in &inserted {
@@ -528,7 +536,7 @@ pub fn apply(
         let s = row.slot_of(pos);
         let slot = match node {
             Node::Branch { left, right, .. } if row.is_bottom(s) => {
-                let old = old_rows.get(&key).and_then(|r| r.slots[s].as_ref());
+                let old = removed.get(pos);
                 Slot::Bottom {
                     left: child_ref(pos, false, *left, &inserted, old)?,
                     right: child_ref(pos, true, *right, &inserted, old)?,
@@ -586,7 +594,7 @@ pub fn apply(
     for key in keys {
         match rows.remove(&key) {
             Some(row) if !row.is_empty() => out.push(RowChange::Put(key, row.encode())),
-            Some(_) if old_rows.contains_key(&key) => out.push(RowChange::Delete(key)),
+            Some(_) if old_hashes.contains_key(&key) => out.push(RowChange::Delete(key)),
             _ => {}
         }
     }
