@@ -11,6 +11,7 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::store::NodeSource;
+use crate::store::sql::MigrationError;
 use crate::store::strata::{self, RowChange, StrataError, StratumHeight};
 use crate::tree::{LayoutKind, NodeCache, plan_insert_many};
 
@@ -20,7 +21,6 @@ use crate::tree::{LayoutKind, NodeCache, plan_insert_many};
 #[derive(Debug)]
 pub(crate) struct OldTreeWalk {
     frontier: Vec<(Hash, Position)>,
-    cache: NodeCache,
     leaves: Vec<(Key, Leaf)>,
     kind: Option<LayoutKind>,
 }
@@ -35,7 +35,6 @@ impl OldTreeWalk {
         };
         OldTreeWalk {
             frontier,
-            cache: NodeCache::new(),
             leaves: Vec::new(),
             kind: None,
         }
@@ -43,25 +42,21 @@ impl OldTreeWalk {
 
     /// The hashes to read next; empty when the walk is done.
     pub fn wanted(&self) -> Vec<Hash> {
-        let mut out: Vec<Hash> = self
-            .frontier
-            .iter()
-            .map(|(h, _)| *h)
-            .filter(|h| !self.cache.contains(h))
-            .collect();
+        let mut out: Vec<Hash> = self.frontier.iter().map(|(h, _)| *h).collect();
         out.sort_unstable();
         out.dedup();
         out
     }
 
-    /// Takes the nodes read for [`wanted`](Self::wanted) and steps one level down.
+    /// Takes the nodes read for [`wanted`](Self::wanted) and steps one
+    /// level down (memory holds one level at a time).
     pub fn advance(&mut self, nodes: Vec<(Hash, Node)>) -> Result<(), PlanError> {
-        self.cache.extend(nodes);
+        let mut cache = NodeCache::new();
+        cache.extend(nodes);
         let mut next = Vec::new();
         for (hash, pos) in std::mem::take(&mut self.frontier) {
             let level = pos.level();
-            let node = self
-                .cache
+            let node = cache
                 .node(&hash)
                 .ok_or(PlanError::MissingNode { hash, level })?;
             match node {
@@ -90,8 +85,6 @@ impl OldTreeWalk {
                 }
             }
         }
-        // A level's nodes are not needed below it: memory stays one level.
-        self.cache = NodeCache::new();
         self.frontier = next;
         Ok(())
     }
@@ -126,9 +119,31 @@ pub enum RebuildError {
     },
 }
 
+/// Walks the old tree whose root is `root`, reading each level's nodes
+/// with `fetch` (one call per level), and returns its strata rows at
+/// `height`, checked to reproduce `root`.
+pub(crate) async fn rebuild<E, F>(
+    root: &ComputedNode,
+    height: StratumHeight,
+    mut fetch: F,
+) -> Result<Result<Vec<RowChange>, MigrationError>, E>
+where
+    F: AsyncFnMut(Vec<Hash>) -> Result<Vec<(Hash, Node)>, E>,
+{
+    let mut walk = OldTreeWalk::new(root);
+    while !walk.is_done() {
+        let nodes = fetch(walk.wanted()).await?;
+        if let Err(e) = walk.advance(nodes) {
+            return Ok(Err(MigrationError::OldTree(e)));
+        }
+    }
+    let (layout, leaves) = walk.finish();
+    Ok(strata_rows(layout, &leaves, height, root).map_err(MigrationError::Rebuild))
+}
+
 /// The strata rows of the tree holding `leaves` in `layout`, checked to
 /// have the root `expected`.
-pub(crate) fn strata_rows(
+fn strata_rows(
     layout: LayoutKind,
     leaves: &[(Key, Leaf)],
     height: StratumHeight,

@@ -28,7 +28,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool, Row as _};
 use tokio::sync::Mutex;
 
-use super::migrate::{OldTreeWalk, strata_rows};
+use super::migrate::rebuild;
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_root, decode_rows, merge,
     path_nodes, sum_to_sql,
@@ -267,14 +267,12 @@ impl PostgresStore {
                 source,
             };
             let root = decode_root(&name, Some((hash, sum)))?;
-            let mut walk = OldTreeWalk::new(&root);
-            while !walk.is_done() {
-                let nodes = fetch_old_nodes(&mut tx, &name, &walk.wanted()).await?;
-                walk.advance(nodes).map_err(|e| fail(e.into()))?;
-            }
-            let (layout, leaves) = walk.finish();
             let height = self.space.height;
-            let rows = strata_rows(layout, &leaves, height, &root).map_err(|e| fail(e.into()))?;
+            let rows = rebuild(&root, height, async |hashes: Vec<Hash>| {
+                fetch_old_nodes(&mut tx, &name, &hashes).await
+            })
+            .await?
+            .map_err(fail)?;
             let id: Option<i64> = sqlx::query_scalar(
                 "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING id",

@@ -33,7 +33,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
-use super::migrate::{OldTreeWalk, strata_rows};
+use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_rows, merge, path_nodes,
@@ -290,14 +290,12 @@ impl SqliteStore {
                 source,
             };
             let root = super::sql::decode_root(&name, Some((hash, sum)))?;
-            let mut walk = OldTreeWalk::new(&root);
-            while !walk.is_done() {
-                let nodes = fetch_old_nodes(&mut tx, &name, &walk.wanted()).await?;
-                walk.advance(nodes).map_err(|e| fail(e.into()))?;
-            }
-            let (layout, leaves) = walk.finish();
             let height = self.space.height;
-            let rows = strata_rows(layout, &leaves, height, &root).map_err(|e| fail(e.into()))?;
+            let rows = rebuild(&root, height, async |hashes: Vec<Hash>| {
+                fetch_old_nodes(&mut tx, &name, &hashes).await
+            })
+            .await?
+            .map_err(fail)?;
             let created = sqlx::query(
                 "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
                  VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
