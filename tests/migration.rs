@@ -136,6 +136,8 @@ trait Backend {
     async fn release(&self, pool: Self::Pool);
     /// The new code opening the database: the migrations run.
     async fn open(&self) -> Result<Self::Store, SqlStoreError>;
+    /// `ms_smt_migrations` once every migration of the engine has run.
+    const VERSIONS: &'static [i64];
 }
 
 /// A database with the version-1 schema and ledger, no trees yet.
@@ -233,9 +235,97 @@ mod sqlite_engine {
         }
     }
 
+    /// The `ms_smt_strata` of schema version 2 (a `WITHOUT ROWID` table).
+    const V2_STRATA: &str = "CREATE TABLE ms_smt_strata (
+            ns INTEGER NOT NULL,
+            path BLOB NOT NULL,
+            depth INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (ns, path, depth)
+        ) WITHOUT ROWID";
+
+    async fn strata_ddl(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query_scalar(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'ms_smt_strata' AND sql IS NOT NULL \
+             ORDER BY type DESC, name",
+        )
+        .fetch_all(pool)
+        .await
+        .expect("read the strata DDL")
+    }
+
+    /// A database at schema version 3 (strata rows in the `WITHOUT ROWID`
+    /// table of version 2) opens with its rows moved into the rowid table
+    /// of version 4, byte for byte, and its trees read and write as before.
+    pub async fn without_rowid_strata_are_rekeyed(file: &SqliteFile) {
+        use super::{
+            check_any, check_reads_any, create_old_database, fixture_compacted, fixture_full,
+            fixture_history, write_old_namespace,
+        };
+        use ms_smt::store::MemoryStore;
+        use rand::SeedableRng;
+
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7265_6b65_7973_2104);
+        let db = MemoryStore::new();
+        let fixtures = vec![
+            fixture_compacted(&db, "a-compacted", 600, &mut rng).await,
+            fixture_full(&db, "b-full", &mut rng).await,
+            fixture_history(&db, "e-history", &mut rng).await,
+        ];
+        let pool = create_old_database(file).await;
+        for fx in &fixtures {
+            write_old_namespace(&pool, fx).await;
+        }
+        file.release(pool).await;
+        let store = file.open().await.expect("first open");
+        for fx in &fixtures {
+            check_reads_any(fx, &store).await;
+        }
+        let pool = store.pool().clone();
+        let before = pool.strata_dump().await;
+        assert!(!before.0.is_empty(), "no strata rows to move");
+
+        // Back to what version 3 left: the version-2 table, no version 4.
+        sqlx::raw_sql(&format!(
+            "ALTER TABLE ms_smt_strata RENAME TO t; {V2_STRATA}; \
+             INSERT INTO ms_smt_strata SELECT ns, path, depth, body FROM t; DROP TABLE t; \
+             DELETE FROM ms_smt_migrations WHERE version = 4;"
+        ))
+        .execute(&pool)
+        .await
+        .expect("restore the version-3 schema");
+        assert_eq!(pool.versions().await, [1, 2, 3], "restored ledger");
+        assert_eq!(strata_ddl(&pool).await, [V2_STRATA], "restored table");
+        assert_eq!(pool.strata_dump().await, before, "restored rows");
+        file.release(pool).await;
+
+        let store = file.open().await.expect("open the version-3 database");
+        let pool = store.pool().clone();
+        assert_eq!(pool.versions().await, [1, 2, 3, 4], "ms_smt_migrations");
+        let ddl = strata_ddl(&pool).await;
+        assert!(
+            ddl.len() == 2
+                && !ddl[0].contains("WITHOUT ROWID")
+                && ddl[0].contains("id INTEGER PRIMARY KEY")
+                && ddl[1].contains("UNIQUE INDEX ms_smt_strata_position"),
+            "strata table after version 4: {ddl:?}"
+        );
+        assert_eq!(pool.strata_dump().await, before, "rows moved by version 4");
+        assert_eq!(
+            pool.tables().await,
+            ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
+            "tables"
+        );
+        for fx in &fixtures {
+            check_any(fx, &store).await;
+        }
+        file.release(pool).await;
+    }
+
     impl Backend for SqliteFile {
         type Pool = SqlitePool;
         type Store = SqliteStore;
+        const VERSIONS: &'static [i64] = &[1, 2, 3, 4];
 
         async fn raw(&self) -> SqlitePool {
             let options = SqliteConnectOptions::new()
@@ -549,6 +639,7 @@ mod postgres_engine {
     impl Backend for PgSchema {
         type Pool = PgPool;
         type Store = PostgresStore;
+        const VERSIONS: &'static [i64] = &[1, 2, 3];
 
         async fn raw(&self) -> PgPool {
             self.pool.clone()
@@ -1236,7 +1327,7 @@ async fn old_database_migrates_intact<B: Backend>(backend: &B, engine: &str) {
         ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
         "the old tables are not dropped (or the new ones are missing)"
     );
-    assert_eq!(pool.versions().await, [1, 2, 3], "ms_smt_migrations");
+    assert_eq!(pool.versions().await, B::VERSIONS, "ms_smt_migrations");
     let mut names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
     names.sort();
     assert_eq!(pool.new_namespaces().await, names, "ms_smt_namespaces");
@@ -1259,7 +1350,7 @@ async fn old_database_migrates_intact<B: Backend>(backend: &B, engine: &str) {
     let pool = again.raw_pool();
     assert_eq!(
         pool.versions().await,
-        [1, 2, 3],
+        B::VERSIONS,
         "ms_smt_migrations after reopen"
     );
     assert_eq!(
@@ -1416,7 +1507,7 @@ async fn corrupt_namespace_is_refused_and_kept<B: Backend>(backend: &B) {
     let pool = store.raw_pool();
     assert_eq!(
         pool.versions().await,
-        [1, 2, 3],
+        B::VERSIONS,
         "ms_smt_migrations after repair"
     );
     assert_eq!(
@@ -1472,7 +1563,7 @@ async fn empty_old_database_migrates<B: Backend>(backend: &B) {
     backend.release(pool).await;
     let store = backend.open().await.expect("open an empty old database");
     let pool = store.raw_pool();
-    assert_eq!(pool.versions().await, [1, 2, 3], "ms_smt_migrations");
+    assert_eq!(pool.versions().await, B::VERSIONS, "ms_smt_migrations");
     assert_eq!(
         pool.tables().await,
         ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
@@ -1512,6 +1603,11 @@ mod sqlite {
     #[tokio::test(flavor = "multi_thread")]
     async fn empty_old_database_migrates() {
         super::empty_old_database_migrates(&SqliteFile::new("empty")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn without_rowid_strata_are_rekeyed() {
+        super::sqlite_engine::without_rowid_strata_are_rekeyed(&SqliteFile::new("rekey")).await;
     }
 }
 

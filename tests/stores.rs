@@ -237,7 +237,7 @@ fn body_sums(rows: &[StrataRowDump], height: u8) -> Vec<i64> {
     let height = ms_smt::store::StratumHeight::new(height).expect("height");
     rows.iter()
         .flat_map(|(_, depth, body)| {
-            let row = ms_smt::store::strata::Row::decode(
+            let mut row = ms_smt::store::strata::Row::decode(
                 usize::try_from(*depth).expect("depth"),
                 height,
                 body,
@@ -1302,6 +1302,47 @@ async fn twins<S: TestStore>(base: S) {
 }
 
 on_every_store!(twin_subtrees => twins);
+
+/// Batches that delete, replace and add many keys of a tree big enough
+/// for several row levels at once: paths of neighbouring keys share their
+/// upper rows (a position store walks those once) and part at every row
+/// boundary, and compacted deletes pull leaves up across row boundaries,
+/// so the read phase must bring every sibling row the plan needs.
+async fn mixed_batches_layout<S: TestStore, L: Layout>(base: &S) {
+    let mut m: Mirror<S, L> = Mirror::new(base, "mixed");
+    let n = 1500u64;
+    let build: Vec<(Key, Leaf)> = (0..n)
+        .map(|i| (hkey("mixed", i), leaf(&format!("v{i}"), 1 + i)))
+        .collect();
+    m.apply("build", build, false, Check::Root).await;
+    let mixed: Vec<(Key, Leaf)> = (0..n)
+        .step_by(5)
+        .map(|i| (hkey("mixed", i), Leaf::empty()))
+        .chain(
+            (1..n)
+                .step_by(5)
+                .map(|i| (hkey("mixed", i), leaf("new", 7))),
+        )
+        .chain((n..n + 300).map(|i| (hkey("mixed", i), leaf(&format!("n{i}"), i))))
+        .collect();
+    m.apply("delete, replace and add", mixed, false, Check::Reads)
+        .await;
+    let thin: Vec<(Key, Leaf)> = (0..n + 300)
+        .filter(|i| i % 7 != 3)
+        .map(|i| (hkey("mixed", i), Leaf::empty()))
+        .collect();
+    m.apply("delete all but a few", thin, false, Check::Fresh)
+        .await;
+    m.delete_everything().await;
+    m.cleanup().await;
+}
+
+async fn mixed_batches<S: TestStore>(base: S) {
+    mixed_batches_layout::<S, Compacted>(&base).await;
+    mixed_batches_layout::<S, Full>(&base).await;
+}
+
+on_every_store!(mixed_batches_over_rows => mixed_batches);
 
 // ---------------------------------------------------------------------------
 // 3. Overflow atomicity, replacement parity, sums >= 2^63

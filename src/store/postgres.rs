@@ -31,7 +31,7 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_root, decode_rows, merge,
-    path_nodes, sum_to_sql,
+    path_nodes, row_root, sum_to_sql,
 };
 use super::strata::{self, RowChange, RowKey, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -458,6 +458,9 @@ async fn walk(
     siblings: bool,
 ) -> Res<Vec<(Hash, Node)>> {
     let params = PathParams::new(info.height, starts);
+    if params.depths.is_empty() {
+        return Ok(Vec::new());
+    }
     let depths: Vec<i32> = params
         .depths
         .iter()
@@ -466,7 +469,8 @@ async fn walk(
     space.counters.round_trip(1);
     let rows = sqlx::query(
         "WITH RECURSIVE s AS ( \
-             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[]) AS s(depth, paths, sibs)), \
+             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[], $7::bool[]) \
+                 AS s(depth, paths, sibs, sib)), \
          walk(depth, paths, sibs) AS ( \
              SELECT s.depth, s.paths, s.sibs FROM s CROSS JOIN LATERAL ( \
                  SELECT 1 FROM ms_smt_strata m WHERE m.ns = $1 AND m.depth = s.depth \
@@ -485,9 +489,14 @@ async fn walk(
                     depth FROM walk \
            UNION \
              SELECT substring(sibs from ((depth + $5) / $5) * 32 + 1 for (depth + $5 + 7) / 8), \
-                    depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256) \
-         SELECT n.depth, n.body FROM want w CROSS JOIN LATERAL ( \
-             SELECT m.depth, m.body FROM ms_smt_strata m \
+                    depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256 \
+           UNION \
+             SELECT substring(sibs from (depth / $5) * 32 + 1 for (depth + 7) / 8), depth \
+             FROM s WHERE $6 AND sib) \
+         SELECT n.path, n.depth, n.body, \
+                (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
+         FROM want w CROSS JOIN LATERAL ( \
+             SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
              WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n \
          ORDER BY n.depth",
     )
@@ -497,13 +506,24 @@ async fn walk(
     .bind(&params.sibs)
     .bind(height_sql(info.height))
     .bind(siblings)
+    .bind(&params.first_sibling)
     .fetch_all(&mut *conn)
     .await?;
+    let root = match rows.first() {
+        Some(row) => row_root(row.try_get(3)?),
+        None => None,
+    };
     let rows = rows
         .iter()
-        .map(|row| Ok((i64::from(row.try_get::<i32, _>(0)?), row.try_get(1)?)))
-        .collect::<Result<Vec<(i64, &[u8])>, sqlx::Error>>()?;
-    path_nodes(space, info.height, rows)
+        .map(|row| {
+            Ok((
+                row.try_get(0)?,
+                i64::from(row.try_get::<i32, _>(1)?),
+                row.try_get(2)?,
+            ))
+        })
+        .collect::<Result<Vec<(&[u8], i64, &[u8])>, sqlx::Error>>()?;
+    path_nodes(space, info.height, root, rows)
 }
 
 /// Check-and-apply inside an open transaction or savepoint. Returns
@@ -522,8 +542,13 @@ async fn commit_on(
         return Ok(CommitOutcome::RootMoved { current });
     };
     let keys = strata::touched_rows(batch, info.height);
-    let stored = read_rows(conn, space, info, &keys).await?;
-    let changes = merge(space, info.height, batch, stored)?;
+    let (known, unknown) = space.memo_take(&batch.old_root, &keys);
+    let stored = if unknown.is_empty() {
+        Vec::new()
+    } else {
+        read_rows(conn, space, info, &unknown).await?
+    };
+    let changes = merge(space, info.height, batch, known, stored)?;
     write_rows(conn, info.id, &changes, space).await?;
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {

@@ -1,9 +1,10 @@
 //! Pieces both SQL stores share: the error type, sum bit-casting, row
 //! decoding and the folding of a batch into per-row changes.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use super::strata::StratumHeight;
+use super::strata::{Row, RowChange, RowKey, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
@@ -97,7 +98,46 @@ pub(crate) struct Space {
     pub info: OnceLock<NsInfo>,
     pub counters: Counters,
     pub recent: RecentNodes,
+    rows: Mutex<RowMemo>,
 }
+
+/// Decoded rows the handle last read or wrote, all of the tree with root
+/// hash `root`, so that a commit on that root merges into them instead of
+/// reading them again.
+///
+/// Rows are a function of the tree: every position holds the one node the
+/// tree has there, so the rows of a tree with root `root` are the same
+/// whenever and by whomever they were read or written, and a commit that
+/// found the stored root equal to `root` (under the write lock) may use
+/// them as the stored rows. A read tags its rows with the root its own
+/// statement saw; a commit tags the rows it merged with the new root
+/// before the transaction ends (if it then fails, no tree has that root
+/// and the rows are never used, or the tree reaches that root later and
+/// they are right again).
+#[derive(Debug, Default)]
+struct RowMemo {
+    root: Option<Hash>,
+    rows: HashMap<RowKey, Row>,
+}
+
+impl RowMemo {
+    /// True when the memo shows that row `key` does not exist: a row above
+    /// it on its path is held and has no branch down to it.
+    fn absent(&self, key: &RowKey, height: StratumHeight) -> bool {
+        let mut child = key.clone();
+        while let Some(parent) = child.parent(height) {
+            if let Some(row) = self.rows.get(&parent) {
+                return !row.has_child_row(&child);
+            }
+            child = parent;
+        }
+        false
+    }
+}
+
+/// Rows kept between a read and a commit; above this the memo starts over
+/// with the last commit's rows (bulk builds touch more).
+const MEMO_ROWS: usize = 1 << 16;
 
 impl Space {
     pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<Space> {
@@ -107,10 +147,77 @@ impl Space {
             info: OnceLock::new(),
             counters: Counters::default(),
             recent: RecentNodes::new(recent),
+            rows: Mutex::new(RowMemo::default()),
         })
     }
 
-    pub fn rows_error(&self, source: super::strata::StrataError) -> SqlStoreError {
+    fn memo(&self) -> std::sync::MutexGuard<'_, RowMemo> {
+        // A poisoned memo is only a cache: start it over.
+        self.rows.lock().unwrap_or_else(|poisoned| {
+            let mut memo = poisoned.into_inner();
+            *memo = RowMemo::default();
+            memo
+        })
+    }
+
+    /// Remembers rows a read statement returned with the root it saw.
+    fn memo_read(&self, root: Hash, rows: Vec<(RowKey, Row)>) {
+        let mut memo = self.memo();
+        if memo.root != Some(root) || memo.rows.len().saturating_add(rows.len()) > MEMO_ROWS {
+            memo.rows.clear();
+            memo.root = Some(root);
+        }
+        memo.rows.extend(rows);
+    }
+
+    /// For a commit on the tree with root `root`: the touched rows `keys`
+    /// the memo holds (taken out of it), and the keys it cannot answer.
+    /// Keys whose row the memo shows does not exist (its parent row holds
+    /// no branch into it) are in neither.
+    pub fn memo_take(
+        &self,
+        root: &ComputedNode,
+        keys: &[RowKey],
+    ) -> (HashMap<RowKey, Row>, Vec<RowKey>) {
+        let mut memo = self.memo();
+        if memo.root != Some(root.hash) {
+            return (HashMap::new(), keys.to_vec());
+        }
+        let mut known = HashMap::with_capacity(keys.len());
+        let mut unknown = Vec::new();
+        for key in keys {
+            if memo.rows.contains_key(key) {
+                continue;
+            }
+            if !memo.absent(key, self.height) {
+                unknown.push(key.clone());
+            }
+        }
+        for key in keys {
+            if let Some(row) = memo.rows.remove(key) {
+                known.insert(key.clone(), row);
+            }
+        }
+        (known, unknown)
+    }
+
+    /// After a commit's merge: the memo holds the tree with root `root`.
+    pub fn memo_committed(&self, old_root: &Hash, root: Hash, merged: Vec<(RowKey, Row)>) {
+        let mut memo = self.memo();
+        if memo.root != Some(*old_root) || memo.rows.len().saturating_add(merged.len()) > MEMO_ROWS
+        {
+            memo.rows.clear();
+        }
+        memo.root = Some(root);
+        memo.rows.extend(merged);
+    }
+
+    /// Forgets every row (the namespace was emptied).
+    pub fn memo_clear(&self) {
+        *self.memo() = RowMemo::default();
+    }
+
+    pub fn rows_error(&self, source: StrataError) -> SqlStoreError {
         SqlStoreError::Rows {
             namespace: self.name.to_string(),
             source,
@@ -119,13 +226,23 @@ impl Space {
 }
 
 /// The paths a walk from each start reads, as query parameters: per start,
-/// the depth of the row holding its level, and two blobs of 32-byte slots,
-/// slot `j` the (zero-padded) path of the row at depth `j * height` on the
-/// start's key and of that row's sibling. A query cuts the real
-/// `(depth + 7) / 8` bytes out of a slot.
+/// the depth of the first row it walks, whether the sibling of that row is
+/// wanted too, and two blobs of 32-byte slots, slot `j` the (zero-padded)
+/// path of the row at depth `j * height` on the start's key and of that
+/// row's sibling. A query cuts the real `(depth + 7) / 8` bytes out of a
+/// slot.
+///
+/// Rows shared by several keys are walked once: starts are taken in tree
+/// order, and a start whose key shares its first rows with the previous
+/// start's key begins below them, where the two paths part, and asks for
+/// the sibling of its first row there (the shared parent row's walk asks
+/// only for the previous key's side). A start whose walk would begin
+/// below the last level needs no row and is left out.
 pub(crate) struct PathParams {
-    /// Start depths.
+    /// Per start, the depth of the first row to walk.
     pub depths: Vec<usize>,
+    /// Per start, whether the sibling of its first row is wanted.
+    pub first_sibling: Vec<bool>,
     /// Per start, the on-path row paths.
     pub paths: Vec<Vec<u8>>,
     /// Per start, the sibling row paths (slot 0 unused).
@@ -138,16 +255,37 @@ impl PathParams {
         (crate::key::MAX_LEVEL / height.get() + 1) * 32
     }
 
+    /// The starts' walks. The caller sends `depths.len()` starts, which
+    /// may be fewer than `starts`.
     pub fn new(height: StratumHeight, starts: &[super::PathStart]) -> PathParams {
         use crate::key::MAX_LEVEL;
+        let mut order: Vec<&super::PathStart> = starts.iter().collect();
+        order.sort_by_cached_key(|s| super::strata::path_bytes(&s.key, MAX_LEVEL));
         let mut out = PathParams {
             depths: Vec::with_capacity(starts.len()),
+            first_sibling: Vec::with_capacity(starts.len()),
             paths: Vec::with_capacity(starts.len()),
             sibs: Vec::with_capacity(starts.len()),
         };
-        for start in starts {
-            out.depths
-                .push(height.row_depth(start.level.min(MAX_LEVEL)));
+        let mut previous: Option<(&super::PathStart, usize)> = None;
+        for start in order {
+            let own = height.row_depth(start.level.min(MAX_LEVEL));
+            // Rows above the first one the two keys do not share are the
+            // previous walk's, if that walk covers them (it starts no
+            // deeper than this one).
+            let first = match previous {
+                Some((prev, prev_own)) if prev_own <= own => {
+                    let shared = common_prefix(&prev.key, &start.key);
+                    own.max(height.row_depth(shared).saturating_add(height.get()))
+                }
+                _ => own,
+            };
+            previous = Some((start, own));
+            if first > MAX_LEVEL {
+                continue;
+            }
+            out.depths.push(first);
+            out.first_sibling.push(first > own);
             let mut paths = Vec::with_capacity(Self::width(height));
             let mut sibs = Vec::with_capacity(Self::width(height));
             for d in (0..=MAX_LEVEL).step_by(height.get()) {
@@ -170,41 +308,65 @@ impl PathParams {
     }
 }
 
-/// Decodes rows read by a path walk into the nodes they hold.
+/// The number of leading path bits `a` and `b` share (256 when equal).
+fn common_prefix(a: &Key, b: &Key) -> usize {
+    a.0.iter()
+        .zip(b.0.iter())
+        .position(|(x, y)| x != y)
+        .map_or(crate::key::MAX_LEVEL, |i| {
+            // Bit `8i + j` of a key is bit `j` (least significant first) of
+            // its byte `i`.
+            i * 8 + (a.0[i] ^ b.0[i]).trailing_zeros() as usize
+        })
+}
+
+/// Decodes rows read by a path walk (path, depth, body) into the nodes
+/// they hold, and remembers the rows for the next commit when the walk's
+/// statement also reported the root it saw.
 pub(crate) fn path_nodes<'r>(
     space: &Space,
     height: StratumHeight,
-    rows: impl IntoIterator<Item = (i64, &'r [u8])>,
+    root: Option<Hash>,
+    rows: impl IntoIterator<Item = (&'r [u8], i64, &'r [u8])>,
 ) -> Result<Vec<(Hash, Node)>, SqlStoreError> {
     let mut out = Vec::new();
-    for (depth, body) in rows {
+    let mut decoded = Vec::new();
+    for (path, depth, body) in rows {
         let depth = usize::try_from(depth).unwrap_or(usize::MAX);
-        let (_, nodes) = super::strata::Row::decode(depth, height, body)
-            .and_then(|r| r.nodes())
-            .map_err(|e| space.rows_error(e))?;
+        let mut row = Row::decode(depth, height, body).map_err(|e| space.rows_error(e))?;
+        let (_, nodes) = row.nodes().map_err(|e| space.rows_error(e))?;
         space.counters.read(nodes.len() as u64);
         out.extend(nodes);
+        let key = RowKey {
+            path: path.to_vec(),
+            depth,
+        };
+        decoded.push((key, row));
+    }
+    if let Some(root) = root {
+        space.memo_read(root, decoded);
     }
     Ok(out)
 }
 
-/// Merges `batch` into the `stored` rows it touches (read inside the
-/// commit's transaction) and returns the row changes to write.
+/// Merges `batch` into the rows it touches: `known` (from the memo) and
+/// `stored` (read inside the commit's transaction); returns the row
+/// changes to write, and remembers the merged rows under the new root.
 pub(crate) fn merge(
     space: &Space,
     height: StratumHeight,
     batch: &super::UpdateBatch,
-    stored: Vec<(super::strata::RowKey, Vec<u8>)>,
-) -> Result<Vec<super::strata::RowChange>, SqlStoreError> {
-    let rows = stored
-        .into_iter()
-        .map(|(key, body)| {
-            super::strata::Row::decode(key.depth, height, &body)
-                .map(|row| (key, row))
-                .map_err(|e| space.rows_error(e))
-        })
-        .collect::<Result<_, _>>()?;
-    super::strata::apply(batch, height, rows).map_err(|e| space.rows_error(e))
+    mut known: HashMap<RowKey, Row>,
+    stored: Vec<(RowKey, Vec<u8>)>,
+) -> Result<Vec<RowChange>, SqlStoreError> {
+    for (key, body) in stored {
+        let row = Row::decode(key.depth, height, &body).map_err(|e| space.rows_error(e))?;
+        known.insert(key, row);
+    }
+    let merged =
+        super::strata::apply_keeping_rows(batch, height, known).map_err(|e| space.rows_error(e))?;
+    space.memo_committed(&batch.old_root.hash, batch.new_root.hash, merged.rows);
+    Ok(merged.changes)
 }
 
 /// A u64 sum as the i64 with the same bits (SQL has only signed 64-bit
@@ -310,6 +472,12 @@ impl NodeRow<'_> {
         };
         Ok((hash, node))
     }
+}
+
+/// The root hash a path walk's statement saw (`None` for an empty tree,
+/// or a column that is not 32 bytes, which then is only not remembered).
+pub(crate) fn row_root(hash: Option<&[u8]>) -> Option<Hash> {
+    hash.and_then(|h| <[u8; 32]>::try_from(h).ok()).map(Hash)
 }
 
 /// Decodes a root row.

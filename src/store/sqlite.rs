@@ -3,8 +3,9 @@
 //!
 //! * Tables: `ms_smt_namespaces` (an integer id per namespace name, its
 //!   stratum height and current root) and `ms_smt_strata` (one row per
-//!   stratum, primary key `(ns, path, depth)`, `WITHOUT ROWID`, so a
-//!   subtree's rows sit together and are one key range).
+//!   stratum, unique position `(ns, path, depth)`, so a subtree's rows are
+//!   one key range; bodies live in a rowid table, which keeps rows of up
+//!   to ~4 KB inline, and the position index holds only keys).
 //! * Reads: one statement for a whole batch. Every row on a key's path is
 //!   computable from the key, so a bounded recursive query (at most
 //!   `256 / height` primary-key steps per key) walks each path from where
@@ -37,7 +38,7 @@ use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_rows, merge, path_nodes,
-    sum_to_sql,
+    row_root, sum_to_sql,
 };
 use super::strata::{self, RowChange, RowKey, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -92,6 +93,37 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// The migration that moves hash-keyed trees into strata rows and drops
 /// the old tables.
 const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
+
+/// Migration 4: strata rows in a rowid table with a unique position index.
+///
+/// Version 2 made `ms_smt_strata` a `WITHOUT ROWID` table. Such a table is
+/// a B-tree of whole records: its interior pages hold entire rows as
+/// dividers and a row over ~1,000 bytes (a quarter page) spills into an
+/// overflow page. Strata rows are 300-2,000 bytes, so at 10^6 leaves the
+/// table had interior pages with 7 cells each (8,860 of them) and 17,000
+/// overflow pages holding 670 bytes each, and every commit dirtied them.
+/// A rowid table keeps bodies in its leaf pages (up to ~4,000 bytes
+/// inline) with 8-byte dividers, and the position index holds only keys.
+/// Rows are copied in key order, so a subtree's rows stay together.
+const REKEY_STRATA: (i64, &str, &str) = (
+    4,
+    "strata rows in a rowid table with a unique position index",
+    "ALTER TABLE ms_smt_strata RENAME TO ms_smt_strata_v2;
+    CREATE TABLE ms_smt_strata (
+        id INTEGER PRIMARY KEY,
+        ns INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        depth INTEGER NOT NULL,
+        body BLOB NOT NULL
+    );
+    INSERT INTO ms_smt_strata (ns, path, depth, body)
+        SELECT ns, path, depth, body FROM ms_smt_strata_v2 ORDER BY ns, path, depth;
+    DROP TABLE ms_smt_strata_v2;
+    CREATE UNIQUE INDEX ms_smt_strata_position ON ms_smt_strata (ns, path, depth);",
+);
+
+/// The newest schema version this crate writes.
+const SCHEMA_VERSION: i64 = REKEY_STRATA.0;
 
 /// A tree store in an SQLite database, bound to one namespace.
 ///
@@ -245,10 +277,10 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await?;
             let current = migration_version(&mut tx).await?;
-            if current > MOVE_TO_STRATA.0 {
+            if current > SCHEMA_VERSION {
                 return Err(SqlStoreError::SchemaTooNew {
                     found: current,
-                    supported: MOVE_TO_STRATA.0,
+                    supported: SCHEMA_VERSION,
                 });
             }
             for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
@@ -260,6 +292,14 @@ impl SqliteStore {
         };
         if current < MOVE_TO_STRATA.0 {
             self.move_to_strata(&mut conn).await?;
+        }
+        if current < REKEY_STRATA.0 {
+            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+            if migration_version(&mut tx).await? < REKEY_STRATA.0 {
+                sqlx::raw_sql(REKEY_STRATA.2).execute(&mut *tx).await?;
+                record_migration(&mut tx, REKEY_STRATA.0, REKEY_STRATA.1).await?;
+            }
+            tx.commit().await?;
         }
         Ok(())
     }
@@ -445,9 +485,11 @@ async fn namespace(
 /// the sibling rows at each row boundary, in one statement; returns their
 /// nodes, rows nearest the root first.
 ///
-/// For key `i`, `?5` holds the path of the row at depth `j * height` in
-/// 32 bytes at `i * W + j * 32` (W = `?8`), and `?6` the path of that
-/// row's sibling; the query cuts the `(depth + 7) / 8` real bytes out.
+/// For start `i` ([`PathParams`]: shared rows are walked once), `?4` holds
+/// the depth of its first row (3 digits) and `1` when that row's sibling
+/// is wanted too, `?5` the path of the row at depth `j * height` in 32
+/// bytes at `i * W + j * 32` (W = `?8`), and `?6` the path of that row's
+/// sibling; the query cuts the `(depth + 7) / 8` real bytes out.
 async fn fetch_key_paths(
     conn: &mut SqliteConnection,
     space: &Space,
@@ -461,7 +503,9 @@ async fn fetch_key_paths(
     let per_key = PathParams::width(info.height);
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         starts(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx), \
+         starts(i, depth, sib) AS ( \
+             SELECT i, CAST(substr(?4, i * 4 + 1, 3) AS INTEGER), CAST(substr(?4, i * 4 + 4, 1) AS INTEGER) = 1 \
+             FROM idx), \
          walk(i, depth) AS ( \
              SELECT s.i, s.depth FROM starts s CROSS JOIN ms_smt_strata n \
                ON n.ns = ?1 AND n.path = substr(?5, s.i * ?8 + (s.depth / ?3) * 32 + 1, \
@@ -478,23 +522,32 @@ async fn fetch_key_paths(
            UNION \
              SELECT substr(?6, i * ?8 + ((depth + ?3) / ?3) * 32 + 1, (depth + ?3 + 7) / 8), \
                     depth + ?3 \
-             FROM walk WHERE ?7 AND depth + ?3 <= 256) \
-         SELECT n.depth, n.body FROM want w CROSS JOIN ms_smt_strata n \
+             FROM walk WHERE ?7 AND depth + ?3 <= 256 \
+           UNION \
+             SELECT substr(?6, i * ?8 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth \
+             FROM starts WHERE ?7 AND sib) \
+         SELECT n.path, n.depth, n.body, \
+                (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
+         FROM want w CROSS JOIN ms_smt_strata n \
            ON n.ns = ?1 AND n.path = w.path AND n.depth = w.depth \
          ORDER BY n.depth"
     );
     let mut out = Vec::new();
     for chunk in starts.chunks(super::packed::MAX_ROWS / 4) {
         let params = PathParams::new(info.height, chunk);
+        if params.depths.is_empty() {
+            continue;
+        }
         let depths: Vec<u8> = params
             .depths
             .iter()
-            .flat_map(|d| format!("{d:03}").into_bytes())
+            .zip(&params.first_sibling)
+            .flat_map(|(d, sib)| format!("{d:03}{}", u8::from(*sib)).into_bytes())
             .collect();
         space.counters.round_trip(1);
         let rows = sqlx::query(&sql)
             .bind(info.id)
-            .bind(count(chunk.len()))
+            .bind(count(params.depths.len()))
             .bind(count(h))
             .bind(depths)
             .bind(params.paths.concat())
@@ -503,11 +556,15 @@ async fn fetch_key_paths(
             .bind(count(per_key))
             .fetch_all(&mut *conn)
             .await?;
+        let root = match rows.first() {
+            Some(row) => row_root(row.try_get(3)?),
+            None => None,
+        };
         let rows = rows
             .iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-            .collect::<Result<Vec<(i64, &[u8])>, sqlx::Error>>()?;
-        out.extend(path_nodes(space, info.height, rows)?);
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+            .collect::<Result<Vec<(&[u8], i64, &[u8])>, sqlx::Error>>()?;
+        out.extend(path_nodes(space, info.height, root, rows)?);
     }
     Ok(out)
 }
@@ -527,8 +584,9 @@ async fn commit_on(
         return Ok(CommitOutcome::RootMoved { current });
     };
     let keys = strata::touched_rows(batch, info.height);
-    let stored = read_rows(conn, info, &keys, &space.counters).await?;
-    let changes = merge(space, info.height, batch, stored)?;
+    let (known, unknown) = space.memo_take(&batch.old_root, &keys);
+    let stored = read_rows(conn, info, &unknown, &space.counters).await?;
+    let changes = merge(space, info.height, batch, known, stored)?;
     write_rows(conn, info.id, &changes, &space.counters).await?;
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
@@ -644,6 +702,7 @@ async fn delete_all_on(conn: &mut SqliteConnection, space: &Space) -> Res<()> {
     let Some(info) = namespace(conn, space, false).await? else {
         return Ok(());
     };
+    space.memo_clear();
     space.counters.round_trip(2);
     sqlx::query("DELETE FROM ms_smt_strata WHERE ns = ?")
         .bind(info.id)

@@ -133,6 +133,30 @@ impl RowKey {
     }
 }
 
+impl RowKey {
+    /// The row `height` levels above this one on the same path; `None` for
+    /// the top row.
+    pub fn parent(&self, height: StratumHeight) -> Option<RowKey> {
+        let depth = self.depth.checked_sub(height.get())?;
+        let mut path = self.path.clone();
+        path.truncate(depth.div_ceil(8));
+        let rem = depth % 8;
+        if rem != 0
+            && let Some(last) = path.last_mut()
+        {
+            *last &= 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32));
+        }
+        Some(RowKey { path, depth })
+    }
+
+    /// Bit `i` of the path (0 = the top level's branch direction).
+    fn bit(&self, i: usize) -> bool {
+        self.path
+            .get(i / 8)
+            .is_some_and(|b| b.wrapping_shr(7usize.saturating_sub(i % 8) as u32) & 1 == 1)
+    }
+}
+
 /// The first `bits` bits of `key`, most significant bit first in each byte
 /// (`ceil(bits / 8)` bytes; unused low bits zero).
 pub fn path_bytes(key: &Key, bits: usize) -> Vec<u8> {
@@ -181,12 +205,27 @@ pub enum Slot {
 
 /// One decoded row: its depth and its slots by heap index (slot 1 is the
 /// row's root, slot `s` has children `2s` and `2s + 1`; index 0 unused).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The row also remembers the (hash, sum) of every slot it has computed
+/// (`known`): a row read for a path walk has all of them, and a merge
+/// recomputes only the slots it changed and their ancestors.
+#[derive(Debug, Clone)]
 pub struct Row {
     depth: usize,
     height: StratumHeight,
     slots: Vec<Option<Slot>>,
+    known: Vec<Option<ComputedNode>>,
 }
+
+impl PartialEq for Row {
+    /// Rows are equal when they hold the same nodes (computed hashes are
+    /// a cache).
+    fn eq(&self, other: &Row) -> bool {
+        self.depth == other.depth && self.height == other.height && self.slots == other.slots
+    }
+}
+
+impl Eq for Row {}
 
 /// Levels a row at `depth` spans: `height`, or fewer at the bottom of the tree.
 fn span(depth: usize, height: StratumHeight) -> usize {
@@ -203,7 +242,19 @@ impl Row {
             depth,
             height,
             slots: vec![None; slots],
+            known: vec![None; slots],
         }
+    }
+
+    /// Sets slot `s` (`None` empties it) and forgets the computed hashes
+    /// of it and of its ancestors in the row.
+    fn set(&mut self, s: usize, slot: Option<Slot>) -> Option<Slot> {
+        let mut a = s;
+        while a > 0 {
+            self.known[a] = None;
+            a /= 2;
+        }
+        std::mem::replace(&mut self.slots[s], slot)
     }
 
     /// True when the row holds no node (it is deleted, not written).
@@ -237,6 +288,24 @@ impl Row {
         }
         debug_assert_eq!(Self::rel(s), r);
         s
+    }
+
+    /// True when this row's bottom level has a branch whose child on the
+    /// path of `child` (a row one stratum below this one) is a node, that
+    /// is, when the row `child` exists in the tree this row belongs to.
+    pub fn has_child_row(&self, child: &RowKey) -> bool {
+        let mut s = 1usize;
+        for d in self.depth..child.depth {
+            match self.slots.get(s).and_then(Option::as_ref) {
+                Some(Slot::Inner) => s = (s << 1) | usize::from(child.bit(d)),
+                Some(Slot::Bottom { left, right }) if d.saturating_add(1) == child.depth => {
+                    let c = if child.bit(d) { right } else { left };
+                    return c.hash != empty_hash(child.depth);
+                }
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// Decodes a stored body.
@@ -322,44 +391,52 @@ impl Row {
         out
     }
 
-    /// Every node of the row with its hash (inner hashes recomputed), root
-    /// first; and the root's hash and sum.
-    pub fn nodes(&self) -> Result<(ComputedNode, Vec<(Hash, Node)>), StrataError> {
+    /// Every node of the row with its hash (inner hashes recomputed, and
+    /// remembered), root first; and the root's hash and sum.
+    pub fn nodes(&mut self) -> Result<(ComputedNode, Vec<(Hash, Node)>), StrataError> {
         let mut out = Vec::new();
-        let mut computed = vec![None; self.slots.len()];
-        let root = self.compute(1, &mut computed, Some(&mut out))?;
+        let root = self.compute(1, Some(&mut out))?;
         out.reverse();
         Ok((root, out))
     }
 
-    /// Hash and sum of every slot (bottom-up), for checking a batch.
-    fn hashes(&self) -> Result<Vec<Option<ComputedNode>>, StrataError> {
-        let mut computed = vec![None; self.slots.len()];
+    /// Computes (hash, sum) of every slot whose value is not remembered.
+    fn hashes(&mut self) -> Result<(), StrataError> {
         if self.slots[1].is_some() {
-            self.compute(1, &mut computed, None)?;
+            self.compute(1, None)?;
         }
-        Ok(computed)
+        Ok(())
+    }
+
+    /// The (hash, sum) of the node in slot `s` (`None` for an empty slot),
+    /// as last computed by [`hashes`](Self::hashes).
+    fn known_at(&self, s: usize) -> Option<ComputedNode> {
+        self.slots.get(s)?.as_ref()?;
+        self.known.get(s).copied().flatten()
     }
 
     /// Computes slot `s` and, given `out`, collects its nodes (post-order,
     /// so `out` reversed is root first; leaves are cloned only then).
+    /// Without `out`, a slot whose value is remembered is not recomputed.
     fn compute(
-        &self,
+        &mut self,
         s: usize,
-        computed: &mut [Option<ComputedNode>],
         mut out: Option<&mut Vec<(Hash, Node)>>,
     ) -> Result<ComputedNode, StrataError> {
         let level = self.depth.saturating_add(Self::rel(s));
-        let bad = |what| StrataError::Malformed {
-            depth: self.depth,
-            what,
-        };
+        if out.is_none()
+            && let Some(Some(c)) = self.known.get(s)
+        {
+            return Ok(*c);
+        }
+        let depth = self.depth;
+        let bad = |what| StrataError::Malformed { depth, what };
         let (c, node) = match self.slots.get(s).and_then(Option::as_ref) {
             None => return Ok(ComputedNode::empty(level)),
             Some(Slot::Inner) => {
                 let child = s.saturating_mul(2);
-                let l = self.compute(child, computed, out.as_deref_mut())?;
-                let r = self.compute(child.saturating_add(1), computed, out.as_deref_mut())?;
+                let l = self.compute(child, out.as_deref_mut())?;
+                let r = self.compute(child.saturating_add(1), out.as_deref_mut())?;
                 let (c, node) = branch(l, r).ok_or(bad("inner branch sum overflows"))?;
                 (c, Some(node))
             }
@@ -385,7 +462,7 @@ impl Row {
         {
             return Err(bad("branch with two empty children"));
         }
-        computed[s] = Some(c);
+        self.known[s] = Some(c);
         if let (Some(out), Some(node)) = (out, node) {
             out.push((c.hash, node));
         }
@@ -496,36 +573,68 @@ pub enum RowChange {
 pub fn apply(
     batch: &UpdateBatch,
     height: StratumHeight,
-    mut rows: HashMap<RowKey, Row>,
+    rows: HashMap<RowKey, Row>,
 ) -> Result<Vec<RowChange>, StrataError> {
+    apply_keeping_rows(batch, height, rows).map(|merged| merged.changes)
+}
+
+/// What [`apply_keeping_rows`] returns.
+#[derive(Debug)]
+pub struct Merged {
+    /// Each touched row's change, in key order.
+    pub changes: Vec<RowChange>,
+    /// Every touched row that is not empty after the batch (rows of the
+    /// new tree), with its hashes computed.
+    pub rows: Vec<(RowKey, Row)>,
+}
+
+/// [`apply`], also handing back the merged rows.
+///
+/// Hashes the rows already know (a row read by a path walk knows all of
+/// them) are not recomputed: only the slots the batch changes and their
+/// ancestors are hashed again.
+pub fn apply_keeping_rows(
+    batch: &UpdateBatch,
+    height: StratumHeight,
+    mut rows: HashMap<RowKey, Row>,
+) -> Result<Merged, StrataError> {
     let keys = touched_rows(batch, height);
     let row_key = |p: &Position| RowKey::on_path(height.row_depth(p.level()), p.path());
-    let old_hashes: HashMap<RowKey, Vec<Option<ComputedNode>>> = keys
+    let stored: std::collections::HashSet<RowKey> = keys
         .iter()
-        .filter_map(|k| rows.get(k).map(|r| r.hashes().map(|h| (k.clone(), h))))
-        .collect::<Result<_, _>>()?;
+        .filter(|k| rows.contains_key(*k))
+        .cloned()
+        .collect();
+    for key in &stored {
+        if let Some(row) = rows.get_mut(key) {
+            row.hashes()?;
+        }
+    }
     let (deletes, inserted) = net_positions(batch)?;
+    // Every delete must name the node stored at its position (checked
+    // before any slot changes, so ancestors still have their old hashes).
+    for (pos, hash) in &deletes {
+        let found = rows
+            .get(&row_key(pos))
+            .and_then(|row| row.known_at(row.slot_of(pos)));
+        if found.map(|c| c.hash) != Some(*hash) {
+            return Err(StrataError::MissingNode {
+                position: *pos,
+                hash: *hash,
+            });
+        }
+    }
     // What the deletes take out: a replaced bottom branch's old child refs
     // are looked up there.
     let mut removed: HashMap<Position, Slot> = HashMap::with_capacity(deletes.len());
-
     for (pos, hash) in &deletes {
-        let key = row_key(pos);
-        let missing = StrataError::MissingNode {
+        let missing = || StrataError::MissingNode {
             position: *pos,
             hash: *hash,
         };
-        let row = rows.get_mut(&key).ok_or(missing.clone())?;
+        let row = rows.get_mut(&row_key(pos)).ok_or_else(missing)?;
         let s = row.slot_of(pos);
-        let stored = old_hashes
-            .get(&key)
-            .and_then(|h| h.get(s).copied().flatten());
-        match row.slots[s].take() {
-            Some(slot) if stored.map(|c| c.hash) == Some(*hash) => {
-                removed.insert(*pos, slot);
-            }
-            _ => return Err(missing),
-        }
+        removed.insert(*pos, row.set(s, None).ok_or_else(missing)?);
     }
 
     for (pos, (hash, node)) in &inserted {
@@ -559,15 +668,15 @@ pub fn apply(
                 what: "inserted over a node the batch does not delete",
             });
         }
-        row.slots[s] = Some(slot);
+        row.set(s, Some(slot));
     }
 
     // Every inserted node must come back with its hash, and no slot may
     // hang below an empty or non-branch slot.
-    let mut out = Vec::with_capacity(keys.len());
-    let mut new_hashes = HashMap::with_capacity(keys.len());
     for key in &keys {
-        let Some(row) = rows.get(key) else { continue };
+        let Some(row) = rows.get_mut(key) else {
+            continue;
+        };
         for s in 2..row.slots.len() {
             if row.slots[s].is_some() && !matches!(row.slots[s / 2], Some(Slot::Inner)) {
                 return Err(StrataError::Inconsistent {
@@ -576,14 +685,12 @@ pub fn apply(
                 });
             }
         }
-        new_hashes.insert(key.clone(), row.hashes()?);
+        row.hashes()?;
     }
     for (pos, (hash, _)) in &inserted {
-        let key = row_key(pos);
-        let s = rows.get(&key).map_or(0, |r| r.slot_of(pos));
-        let got = new_hashes
-            .get(&key)
-            .and_then(|h| h.get(s).copied().flatten());
+        let got = rows
+            .get(&row_key(pos))
+            .and_then(|row| row.known_at(row.slot_of(pos)));
         if got.map(|c| c.hash) != Some(*hash) {
             return Err(StrataError::Inconsistent {
                 position: *pos,
@@ -591,14 +698,22 @@ pub fn apply(
             });
         }
     }
+    let mut changes = Vec::with_capacity(keys.len());
+    let mut merged = Vec::with_capacity(keys.len());
     for key in keys {
         match rows.remove(&key) {
-            Some(row) if !row.is_empty() => out.push(RowChange::Put(key, row.encode())),
-            Some(_) if old_hashes.contains_key(&key) => out.push(RowChange::Delete(key)),
+            Some(row) if !row.is_empty() => {
+                changes.push(RowChange::Put(key.clone(), row.encode()));
+                merged.push((key, row));
+            }
+            Some(_) if stored.contains(&key) => changes.push(RowChange::Delete(key)),
             _ => {}
         }
     }
-    Ok(out)
+    Ok(Merged {
+        changes,
+        rows: merged,
+    })
 }
 
 /// Net changes per position: a node the batch places and then moves on
