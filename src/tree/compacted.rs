@@ -63,18 +63,18 @@ pub(crate) fn update<'a, R: NodeSource>(
                 }
             }
         }
-        Node::Branch { left, right, .. } => {
+        Node::Branch { left, right, sum } => {
             let split = items.partition_point(|it| !it.key.bit(level));
             let path = items[0].key;
             let l = if split > 0 {
                 update(p, level + 1, *left, &items[..split])?
             } else {
-                p.resolve(level + 1, *left, &path.with_bit(level, false))?
+                p.resolve_beside(level + 1, *left, &path.with_bit(level, false), *sum, right)?
             };
             let r = if split < items.len() {
                 update(p, level + 1, *right, &items[split..])?
             } else {
-                p.resolve(level + 1, *right, &path.with_bit(level, true))?
+                p.resolve_beside(level + 1, *right, &path.with_bit(level, true), *sum, left)?
             };
             let (new, node) = join(level, l, r)?;
             if new.hash(level) == hash {
@@ -99,6 +99,13 @@ fn join<'a>(level: usize, l: Sub<'a>, r: Sub<'a>) -> Result<(Sub<'a>, Option<Nod
     let child_empty = empty_hash(level + 1);
     match (l, r) {
         (Sub::Empty, Sub::Empty) => Ok((Sub::Empty, None)),
+        // A lone child that may have to be pulled up must have been read.
+        (Sub::Beside(c), Sub::Empty) | (Sub::Empty, Sub::Beside(c)) => {
+            Err(PlanError::MissingNode {
+                hash: c.hash,
+                level: level + 1,
+            })
+        }
         (Sub::Compacted { hash, key, leaf }, Sub::Empty) => Ok((
             Sub::Compacted {
                 hash: branch_hash(&hash, &child_empty, leaf.sum()),
@@ -220,4 +227,81 @@ pub(crate) fn build<'a, R: NodeSource>(
         p.insert(lvl, &head.key, hash, Node::Branch { left, right, sum });
     }
     Ok(Sub::Branch(crate::node::ComputedNode::new(hash, sum)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hash::sha256;
+    use crate::node::{ComputedNode, Node};
+    use crate::tree::{LayoutKind, NodeCache, plan_insert_many};
+    use crate::{Key, Leaf, PlanError};
+
+    /// Two keys under the root, one on each side: `a` starts with bit 0
+    /// clear, `b` with it set.
+    fn two_keys() -> (Key, Key) {
+        let mut a = Key(sha256(b"a").0);
+        let mut b = Key(sha256(b"b").0);
+        a = a.with_bit(0, false);
+        b = b.with_bit(0, true);
+        (a, b)
+    }
+
+    /// The nodes of the tree holding `a` and `b`, and its root.
+    fn tree(a: Key, b: Key) -> (Vec<(crate::Hash, Node)>, ComputedNode) {
+        let batch = vec![
+            (a, Leaf::new(b"a".to_vec(), 5)),
+            (b, Leaf::new(b"b".to_vec(), 7)),
+        ];
+        let empty = NodeCache::new();
+        let update = plan_insert_many(
+            LayoutKind::Compacted,
+            &empty,
+            ComputedNode::empty_root(),
+            &batch,
+        )
+        .expect("build");
+        let nodes = update.inserts.into_iter().map(|(_, h, n)| (h, n)).collect();
+        (nodes, update.new_root)
+    }
+
+    /// Reads without siblings: an untouched sibling is known by hash and
+    /// the sum its parent leaves, which is enough to insert beside it, and
+    /// never enough to pull it up; a delete that would have to is refused
+    /// (the read phase brings siblings for deletes), never planned into a
+    /// non-canonical branch.
+    #[test]
+    fn an_unread_sibling_hashes_but_never_moves() {
+        let (a, b) = two_keys();
+        let (nodes, root) = tree(a, b);
+        let full: NodeCache = {
+            let mut c = NodeCache::new();
+            c.extend(nodes.clone());
+            c
+        };
+        // The path of `a` alone: the root and `a`'s compacted leaf.
+        let path_of_a: NodeCache = {
+            let mut c = NodeCache::new();
+            c.extend(nodes.into_iter().filter(|(_, n)| match n {
+                Node::Compacted { key, .. } => *key == a,
+                _ => true,
+            }));
+            c
+        };
+        assert!(path_of_a.len() < full.len());
+
+        let replace = vec![(a, Leaf::new(b"a2".to_vec(), 9))];
+        let with = plan_insert_many(LayoutKind::Compacted, &full, root, &replace).expect("plan");
+        let without =
+            plan_insert_many(LayoutKind::Compacted, &path_of_a, root, &replace).expect("plan");
+        assert_eq!(with.new_root, without.new_root);
+        assert_eq!(without.new_root.sum, 16);
+
+        let delete = vec![(a, Leaf::empty())];
+        let pulled = plan_insert_many(LayoutKind::Compacted, &full, root, &delete).expect("plan");
+        assert_eq!(pulled.new_root.sum, 7);
+        assert!(matches!(
+            plan_insert_many(LayoutKind::Compacted, &path_of_a, root, &delete),
+            Err(PlanError::MissingNode { level: 1, .. })
+        ));
+    }
 }

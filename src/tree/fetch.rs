@@ -17,8 +17,10 @@ use crate::tree::cache::NodeCache;
 /// Fetches the nodes on the paths of `keys` (sorted in tree order), level by
 /// level: the children of every touched node at one depth come back in one
 /// [`TreeStore::fetch_nodes`] call. With `siblings`, the off-path child of
-/// every touched branch is fetched too (proofs need its sum; compacted
-/// deletes may pull it up).
+/// every touched branch is fetched too (a compacted delete may pull it
+/// up); without, the descent knows it by the hash its parent holds and
+/// the sum its parent's sum leaves (proofs, reads, and writes that delete
+/// nothing).
 ///
 /// Costs about `depth + 1` round trips whatever the number of keys. When the
 /// store can walk single-key paths server-side, a path stops being read level

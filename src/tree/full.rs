@@ -25,7 +25,7 @@ pub(crate) fn update<'a, R: NodeSource>(
     if is_empty_hash(level, &hash) {
         return build(p, level, items);
     }
-    let Node::Branch { left, right, .. } = p.node(&hash, level)? else {
+    let Node::Branch { left, right, sum } = p.node(&hash, level)? else {
         return Err(PlanError::UnexpectedNode {
             hash,
             level,
@@ -37,12 +37,12 @@ pub(crate) fn update<'a, R: NodeSource>(
     let l = if split > 0 {
         update(p, level + 1, *left, &items[..split])?
     } else {
-        p.resolve(level + 1, *left, &path)?
+        p.resolve_beside(level + 1, *left, &path, *sum, right)?
     };
     let r = if split < items.len() {
         update(p, level + 1, *right, &items[split..])?
     } else {
-        p.resolve(level + 1, *right, &path)?
+        p.resolve_beside(level + 1, *right, &path, *sum, left)?
     };
     let new = join(level, l, r)?;
     if new.hash(level) != hash {

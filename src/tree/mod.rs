@@ -151,8 +151,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         }
         items::batch_sum(&items)?;
         let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
+        // Only a compacted delete may pull an untouched sibling up, which
+        // needs the sibling itself; otherwise its hash and sum (from the
+        // parent) are enough and the path alone is read.
+        let siblings =
+            matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
         for attempt in 0..self.max_attempts {
-            let Some((root, cache)) = self.read(&keys, true).await? else {
+            let Some((root, cache)) = self.read(&keys, siblings).await? else {
                 backoff(attempt).await;
                 continue;
             };
@@ -204,7 +209,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// Proofs for `keys`, in order, read in one level-batched descent.
     pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
-        self.read_each(keys, true, |cache, root, key| {
+        // A sibling's sum is its parent's minus the path child's: the path
+        // alone is read.
+        self.read_each(keys, false, |cache, root, key| {
             let mut proof = Proof::empty();
             walk::walk(cache, root, key, Some(&mut proof))?;
             Ok(proof)

@@ -28,13 +28,17 @@ pub(crate) enum Sub<'a> {
     },
     /// A plain leaf at level 256 (full trees).
     Leaf { hash: Hash, leaf: &'a Leaf },
+    /// An untouched child the read phase did not bring (reads without
+    /// siblings), known only by its hash and sum: enough to hash its
+    /// parent, never enough to move it.
+    Beside(ComputedNode),
 }
 
 impl Sub<'_> {
     pub fn hash(&self, level: usize) -> Hash {
         match self {
             Sub::Empty => empty_hash(level),
-            Sub::Branch(c) => c.hash,
+            Sub::Branch(c) | Sub::Beside(c) => c.hash,
             Sub::Compacted { hash, .. } | Sub::Leaf { hash, .. } => *hash,
         }
     }
@@ -42,7 +46,7 @@ impl Sub<'_> {
     pub fn sum(&self) -> u64 {
         match self {
             Sub::Empty => 0,
-            Sub::Branch(c) => c.sum,
+            Sub::Branch(c) | Sub::Beside(c) => c.sum,
             Sub::Compacted { leaf, .. } | Sub::Leaf { leaf, .. } => leaf.sum(),
         }
     }
@@ -93,6 +97,32 @@ impl<'a, R: NodeSource> Planner<'a, R> {
             },
             Node::Leaf(leaf) => Sub::Leaf { hash, leaf },
         })
+    }
+
+    /// The untouched child `hash` at `level` beside a rewritten one, under
+    /// a stored branch of sum `parent_sum` whose other child is `other`.
+    /// When the read phase did not bring it (reads without siblings), it
+    /// is [`Sub::Beside`]: its sum is the parent's minus the other child's.
+    pub fn resolve_beside(
+        &self,
+        level: usize,
+        hash: Hash,
+        path: &Key,
+        parent_sum: u64,
+        other: &Hash,
+    ) -> Result<Sub<'a>, PlanError> {
+        if is_empty_hash(level, &hash) || self.source.node(&hash).is_some() {
+            return self.resolve(level, hash, path);
+        }
+        let other_sum = if is_empty_hash(level, other) {
+            0
+        } else {
+            self.node(other, level)?.sum()
+        };
+        let sum = parent_sum
+            .checked_sub(other_sum)
+            .ok_or(PlanError::MissingNode { hash, level })?;
+        Ok(Sub::Beside(ComputedNode::new(hash, sum)))
     }
 
     /// Queues `node` (hashing to `hash`) for the position at `level` on

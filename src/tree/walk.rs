@@ -2,6 +2,7 @@
 
 use crate::empty::is_empty_hash;
 use crate::error::PlanError;
+use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
@@ -26,24 +27,14 @@ pub(crate) fn walk<R: NodeSource>(
             .node(&hash)
             .ok_or(PlanError::MissingNode { hash, level })?;
         match node {
-            Node::Branch { left, right, .. } if level < MAX_LEVEL => {
+            Node::Branch { left, right, sum } if level < MAX_LEVEL => {
                 let (child, sibling) = if key.bit(level) {
                     (*right, *left)
                 } else {
                     (*left, *right)
                 };
                 if let Some(proof) = siblings.as_deref_mut() {
-                    let sum = if is_empty_hash(level + 1, &sibling) {
-                        0
-                    } else {
-                        source
-                            .node(&sibling)
-                            .ok_or(PlanError::MissingNode {
-                                hash: sibling,
-                                level: level + 1,
-                            })?
-                            .sum()
-                    };
+                    let sum = sibling_sum(source, level + 1, &sibling, *sum, &child)?;
                     proof.set_sibling(level + 1, ComputedNode::new(sibling, sum));
                 }
                 hash = child;
@@ -76,4 +67,33 @@ pub(crate) fn walk<R: NodeSource>(
         level: MAX_LEVEL,
         found: "branch",
     })
+}
+
+/// The sum of `sibling` at `level`, whose parent has sum `parent_sum` and
+/// whose other child is `child`: read from the node when the read phase
+/// brought it, otherwise the parent's sum minus the child's (reads without
+/// siblings bring only the path).
+fn sibling_sum<R: NodeSource>(
+    source: &R,
+    level: usize,
+    sibling: &Hash,
+    parent_sum: u64,
+    child: &Hash,
+) -> Result<u64, PlanError> {
+    if is_empty_hash(level, sibling) {
+        return Ok(0);
+    }
+    if let Some(node) = source.node(sibling) {
+        return Ok(node.sum());
+    }
+    let missing = PlanError::MissingNode {
+        hash: *sibling,
+        level,
+    };
+    let child_sum = if is_empty_hash(level, child) {
+        0
+    } else {
+        source.node(child).ok_or(missing.clone())?.sum()
+    };
+    parent_sum.checked_sub(child_sum).ok_or(missing)
 }
