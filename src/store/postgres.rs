@@ -467,48 +467,15 @@ async fn walk(
         .map(|d| i32::try_from(*d).unwrap_or(i32::MAX))
         .collect();
     space.counters.round_trip(1);
-    let rows = sqlx::query(
-        "WITH RECURSIVE s AS ( \
-             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[], $7::bool[]) \
-                 AS s(depth, paths, sibs, sib)), \
-         walk(depth, paths, sibs) AS ( \
-             SELECT s.depth, s.paths, s.sibs FROM s CROSS JOIN LATERAL ( \
-                 SELECT 1 FROM ms_smt_strata m WHERE m.ns = $1 AND m.depth = s.depth \
-                   AND m.path = substring(s.paths from (s.depth / $5) * 32 + 1 \
-                                          for (s.depth + 7) / 8) \
-                 OFFSET 0) AS n \
-           UNION ALL \
-             SELECT w.depth + $5, w.paths, w.sibs FROM walk w CROSS JOIN LATERAL ( \
-                 SELECT 1 FROM ms_smt_strata m WHERE m.ns = $1 AND m.depth = w.depth + $5 \
-                   AND m.path = substring(w.paths from ((w.depth + $5) / $5) * 32 + 1 \
-                                          for (w.depth + $5 + 7) / 8) \
-                 OFFSET 0) AS n \
-             WHERE w.depth + $5 <= 256), \
-         want AS ( \
-             SELECT substring(paths from (depth / $5) * 32 + 1 for (depth + 7) / 8) AS path, \
-                    depth FROM walk \
-           UNION \
-             SELECT substring(sibs from ((depth + $5) / $5) * 32 + 1 for (depth + $5 + 7) / 8), \
-                    depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256 \
-           UNION \
-             SELECT substring(sibs from (depth / $5) * 32 + 1 for (depth + 7) / 8), depth \
-             FROM s WHERE $6 AND sib) \
-         SELECT n.path, n.depth, n.body, \
-                (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
-         FROM want w CROSS JOIN LATERAL ( \
-             SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
-             WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n \
-         ORDER BY n.depth",
-    )
-    .bind(info.id)
-    .bind(depths)
-    .bind(&params.paths)
-    .bind(&params.sibs)
-    .bind(height_sql(info.height))
-    .bind(siblings)
-    .bind(&params.first_sibling)
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows = sqlx::query(walk_sql())
+        .bind(info.id)
+        .bind(depths)
+        .bind(params.key_paths())
+        .bind(&params.first_sibling)
+        .bind(height_sql(info.height))
+        .bind(siblings)
+        .fetch_all(&mut *conn)
+        .await?;
     let root = match rows.first() {
         Some(row) => row_root(row.try_get(3)?),
         None => None,
@@ -524,6 +491,73 @@ async fn walk(
         })
         .collect::<Result<Vec<(&[u8], i64, &[u8])>, sqlx::Error>>()?;
     path_nodes(space, info.height, root, rows)
+}
+
+/// The path walk's statement. `$1` namespace id, `$2` per start the
+/// depth of its first row, `$3` its key as a 32-byte path, `$4` whether
+/// the sibling of its first row is wanted, `$5` the stratum height, `$6`
+/// whether sibling rows are wanted at all.
+///
+/// Each walk step probes the row at the next depth on the key's path (the
+/// path is cut out of the key in SQL, so a step carries 32 bytes) and
+/// carries the row's body, so a path row is read once; sibling rows are
+/// probed afterwards. Rows come back nearest the root first, each with
+/// the root hash the statement saw.
+fn walk_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(walk_sql_text)
+}
+
+fn walk_sql_text() -> String {
+    let step = |k: &str, d: &str| {
+        format!(
+            "SELECT m.path, m.body FROM ms_smt_strata m \
+             WHERE m.ns = $1 AND m.depth = {d} AND m.path = {} OFFSET 0",
+            prefix_sql(k, d)
+        )
+    };
+    let first = step("s.k", "s.depth");
+    let next = step("w.k", "(w.depth + $5)");
+    let sib_below = sibling_sql("k", "(depth + $5)");
+    let sib_first = sibling_sql("k", "depth");
+    format!(
+        "WITH RECURSIVE s AS ( \
+             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bool[]) AS s(depth, k, sib)), \
+         walk(depth, k, path, body) AS ( \
+             SELECT s.depth, s.k, n.path, n.body FROM s CROSS JOIN LATERAL ({first}) AS n \
+           UNION ALL \
+             SELECT w.depth + $5, w.k, n.path, n.body FROM walk w CROSS JOIN LATERAL ({next}) AS n \
+             WHERE w.depth + $5 <= 256), \
+         sibs(path, depth) AS ( \
+             SELECT {sib_below}, depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256 \
+           UNION \
+             SELECT {sib_first}, depth FROM s WHERE $6 AND sib), \
+         found(path, depth, body) AS ( \
+             SELECT path, depth, body FROM walk \
+           UNION ALL \
+             SELECT n.path, n.depth, n.body FROM sibs w CROSS JOIN LATERAL ( \
+                 SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
+                 WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n) \
+         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
+         FROM found ORDER BY depth"
+    )
+}
+
+/// SQL for the path of the row at depth `d` on the 32-byte key path `k`:
+/// its first `(d + 7) / 8` bytes with the bits past `d` cleared.
+fn prefix_sql(k: &str, d: &str) -> String {
+    format!(
+        "(CASE WHEN {d} % 8 = 0 THEN substring({k} from 1 for {d} / 8) \
+          ELSE set_byte(substring({k} from 1 for ({d} + 7) / 8), ({d} + 7) / 8 - 1, \
+                        get_byte({k}, ({d} + 7) / 8 - 1) & (65280 >> ({d} % 8)) & 255) END)"
+    )
+}
+
+/// SQL for the path of the sibling of the row at depth `d > 0` on `k`:
+/// its path with bit `d - 1` flipped.
+fn sibling_sql(k: &str, d: &str) -> String {
+    let p = prefix_sql(k, d);
+    format!("set_byte({p}, ({d} - 1) / 8, get_byte({p}, ({d} - 1) / 8) # (128 >> (({d} - 1) % 8)))")
 }
 
 /// Check-and-apply inside an open transaction or savepoint. Returns

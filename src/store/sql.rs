@@ -225,12 +225,9 @@ impl Space {
     }
 }
 
-/// The paths a walk from each start reads, as query parameters: per start,
-/// the depth of the first row it walks, whether the sibling of that row is
-/// wanted too, and two blobs of 32-byte slots, slot `j` the (zero-padded)
-/// path of the row at depth `j * height` on the start's key and of that
-/// row's sibling. A query cuts the real `(depth + 7) / 8` bytes out of a
-/// slot.
+/// The walks a path read makes, as query parameters: per start, the depth
+/// of the first row it walks, whether the sibling of that row is wanted
+/// too, and its key.
 ///
 /// Rows shared by several keys are walked once: starts are taken in tree
 /// order, and a start whose key shares its first rows with the previous
@@ -243,10 +240,8 @@ pub(crate) struct PathParams {
     pub depths: Vec<usize>,
     /// Per start, whether the sibling of its first row is wanted.
     pub first_sibling: Vec<bool>,
-    /// Per start, the on-path row paths.
-    pub paths: Vec<Vec<u8>>,
-    /// Per start, the sibling row paths (slot 0 unused).
-    pub sibs: Vec<Vec<u8>>,
+    /// Per start, its key.
+    pub keys: Vec<Key>,
 }
 
 impl PathParams {
@@ -264,8 +259,7 @@ impl PathParams {
         let mut out = PathParams {
             depths: Vec::with_capacity(starts.len()),
             first_sibling: Vec::with_capacity(starts.len()),
-            paths: Vec::with_capacity(starts.len()),
-            sibs: Vec::with_capacity(starts.len()),
+            keys: Vec::with_capacity(starts.len()),
         };
         let mut previous: Option<(&super::PathStart, usize)> = None;
         for start in order {
@@ -286,25 +280,44 @@ impl PathParams {
             }
             out.depths.push(first);
             out.first_sibling.push(first > own);
-            let mut paths = Vec::with_capacity(Self::width(height));
-            let mut sibs = Vec::with_capacity(Self::width(height));
+            out.keys.push(start.key);
+        }
+        out
+    }
+
+    /// Per start, its key as a path: all 256 bits, most significant bit
+    /// first in each byte (a row's path is its first `depth` bits).
+    pub fn key_paths(&self) -> Vec<Vec<u8>> {
+        self.keys
+            .iter()
+            .map(|k| super::strata::path_bytes(k, crate::key::MAX_LEVEL))
+            .collect()
+    }
+
+    /// Two blobs of [`width`](Self::width) bytes per start, of 32-byte
+    /// slots: slot `j` the (zero-padded) path of the row at depth
+    /// `j * height` on the start's key, and of that row's sibling (slot 0
+    /// unused). A query cuts the real `(depth + 7) / 8` bytes out of a slot.
+    pub fn slot_blobs(&self, height: StratumHeight) -> (Vec<u8>, Vec<u8>) {
+        use crate::key::MAX_LEVEL;
+        let size = Self::width(height).saturating_mul(self.keys.len());
+        let (mut paths, mut sibs) = (Vec::with_capacity(size), Vec::with_capacity(size));
+        for key in &self.keys {
             for d in (0..=MAX_LEVEL).step_by(height.get()) {
                 let mut slot = [0u8; 32];
-                let p = super::strata::path_bytes(&start.key, d);
+                let p = super::strata::path_bytes(key, d);
                 slot[..p.len()].copy_from_slice(&p);
                 paths.extend_from_slice(&slot);
                 let mut slot = [0u8; 32];
                 if d > 0 {
-                    let other = start.key.with_bit(d - 1, !start.key.bit(d - 1));
+                    let other = key.with_bit(d - 1, !key.bit(d - 1));
                     let p = super::strata::path_bytes(&other, d);
                     slot[..p.len()].copy_from_slice(&p);
                 }
                 sibs.extend_from_slice(&slot);
             }
-            out.paths.push(paths);
-            out.sibs.push(sibs);
         }
-        out
+        (paths, sibs)
     }
 }
 

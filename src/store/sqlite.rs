@@ -544,14 +544,15 @@ async fn fetch_key_paths(
             .zip(&params.first_sibling)
             .flat_map(|(d, sib)| format!("{d:03}{}", u8::from(*sib)).into_bytes())
             .collect();
+        let (paths, sibs) = params.slot_blobs(info.height);
         space.counters.round_trip(1);
         let rows = sqlx::query(&sql)
             .bind(info.id)
             .bind(count(params.depths.len()))
             .bind(count(h))
             .bind(depths)
-            .bind(params.paths.concat())
-            .bind(params.sibs.concat())
+            .bind(paths)
+            .bind(sibs)
             .bind(siblings)
             .bind(count(per_key))
             .fetch_all(&mut *conn)
