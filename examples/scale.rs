@@ -11,8 +11,10 @@
 //!    `with_recent_nodes(0)`). It records the time, the store round trips,
 //!    the rows each commit changes and, for SQLite, the WAL bytes one commit
 //!    writes. Before each timed SQLite commit, an untimed
-//!    `wal_checkpoint(TRUNCATE)` on a separate connection empties the `-wal`
-//!    file. All roots must be equal after every round;
+//!    `wal_checkpoint(RESTART)` on a separate connection checkpoints the
+//!    WAL, so the commit writes its frames from the start of the `-wal`
+//!    file (over old frames, as a running database does); afterwards the
+//!    frames in the WAL are counted (`wal_checkpoint(PASSIVE)`). All roots must be equal after every round;
 //! 3. each round also asks a fresh cold handle for `merkle_proofs` of 1,000
 //!    existing keys and checks that the proofs equal the memory store's.
 //!
@@ -226,11 +228,10 @@ async fn postgres(url: &str) -> Res<PostgresStore> {
     Ok(pg)
 }
 
-/// A separate connection to an SQLite file, to empty its `-wal` file and
-/// measure what one commit writes there.
+/// A separate connection to an SQLite file, to checkpoint its WAL before
+/// a commit and count the frames that commit writes there.
 struct Wal {
     pool: SqlitePool,
-    path: PathBuf,
 }
 
 impl Wal {
@@ -239,13 +240,24 @@ impl Wal {
             .max_connections(1)
             .connect_with(SqliteStore::connect_options(db))
             .await?;
-        Ok(Wal {
-            pool,
-            path: with_suffix(db, "-wal"),
-        })
+        Ok(Wal { pool })
     }
 
-    /// Checkpoints everything into the database file and truncates the WAL.
+    /// Checkpoints everything into the database file so that the next
+    /// commit writes its frames from the start of the WAL (over the old
+    /// ones, as a running database does: the file is not truncated).
+    async fn restart(&self) -> Res<()> {
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
+            .fetch_one(&self.pool)
+            .await?;
+        if busy != 0 {
+            return Err("wal_checkpoint(RESTART) was blocked by another connection".into());
+        }
+        Ok(())
+    }
+
+    /// Checkpoints everything into the database file and truncates the WAL
+    /// (to measure the database file alone).
     async fn truncate(&self) -> Res<()> {
         let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&self.pool)
@@ -256,8 +268,16 @@ impl Wal {
         Ok(())
     }
 
-    fn bytes(&self) -> u64 {
-        file_size(&self.path)
+    /// Bytes of the frames in the WAL since the last restart: frames times
+    /// (page size + the 24-byte frame header), plus the 32-byte header.
+    async fn bytes(&self) -> Res<u64> {
+        let (_, frames, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&self.pool)
+            .await?;
+        let page: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(frames.max(0) * (page + 24) + 32)?)
     }
 }
 
@@ -291,18 +311,22 @@ async fn insert<S: TreeStore + 'static>(
     wal: Option<&Wal>,
 ) -> Res<Insert> {
     if let Some(wal) = wal {
-        wal.truncate().await?;
+        wal.restart().await?;
     }
     let batch = batch.clone();
     let before = tree.store().stats();
     let start = Instant::now();
     let root = tree.insert_many(batch).await?;
     let secs = start.elapsed().as_secs_f64();
+    let wal = match wal {
+        Some(wal) => Some(wal.bytes().await?),
+        None => None,
+    };
     Ok(Insert {
         secs,
         root,
         stats: tree.store().stats().since(&before),
-        wal: wal.map(Wal::bytes),
+        wal,
     })
 }
 
