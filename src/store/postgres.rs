@@ -582,7 +582,7 @@ async fn commit_on(
     } else {
         read_rows(conn, space, info, &unknown).await?
     };
-    let changes = merge(space, info.height, batch, known, stored)?;
+    let changes = merge(space, info.height, batch, keys, known, stored)?;
     write_rows(conn, info.id, &changes, space).await?;
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {

@@ -1,10 +1,9 @@
 //! Pieces both SQL stores share: the error type, sum bit-casting, row
 //! decoding and the folding of a batch into per-row changes.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::strata::{Row, RowChange, RowKey, StrataError, StratumHeight};
+use super::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
@@ -117,7 +116,7 @@ pub(crate) struct Space {
 #[derive(Debug, Default)]
 struct RowMemo {
     root: Option<Hash>,
-    rows: HashMap<RowKey, Row>,
+    rows: RowMap,
 }
 
 impl RowMemo {
@@ -174,16 +173,12 @@ impl Space {
     /// the memo holds (taken out of it), and the keys it cannot answer.
     /// Keys whose row the memo shows does not exist (its parent row holds
     /// no branch into it) are in neither.
-    pub fn memo_take(
-        &self,
-        root: &ComputedNode,
-        keys: &[RowKey],
-    ) -> (HashMap<RowKey, Row>, Vec<RowKey>) {
+    pub fn memo_take(&self, root: &ComputedNode, keys: &[RowKey]) -> (RowMap, Vec<RowKey>) {
         let mut memo = self.memo();
         if memo.root != Some(root.hash) {
-            return (HashMap::new(), keys.to_vec());
+            return (RowMap::default(), keys.to_vec());
         }
-        let mut known = HashMap::with_capacity(keys.len());
+        let mut known = RowMap::with_capacity_and_hasher(keys.len(), Default::default());
         let mut unknown = Vec::new();
         for key in keys {
             if memo.rows.contains_key(key) {
@@ -304,17 +299,13 @@ impl PathParams {
         let (mut paths, mut sibs) = (Vec::with_capacity(size), Vec::with_capacity(size));
         for key in &self.keys {
             for d in (0..=MAX_LEVEL).step_by(height.get()) {
-                let mut slot = [0u8; 32];
-                let p = super::strata::path_bytes(key, d);
-                slot[..p.len()].copy_from_slice(&p);
-                paths.extend_from_slice(&slot);
-                let mut slot = [0u8; 32];
+                paths.extend_from_slice(&super::strata::path_array(key, d));
                 if d > 0 {
                     let other = key.with_bit(d - 1, !key.bit(d - 1));
-                    let p = super::strata::path_bytes(&other, d);
-                    slot[..p.len()].copy_from_slice(&p);
+                    sibs.extend_from_slice(&super::strata::path_array(&other, d));
+                } else {
+                    sibs.extend_from_slice(&[0u8; 32]);
                 }
-                sibs.extend_from_slice(&slot);
             }
         }
         (paths, sibs)
@@ -344,8 +335,13 @@ pub(crate) fn path_nodes<'r>(
 ) -> Result<Vec<(Hash, Node)>, SqlStoreError> {
     let mut out = Vec::new();
     let mut decoded = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (path, depth, body) in rows {
         let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+        // A sibling row may also be another key's path row.
+        if !seen.insert((path, depth)) {
+            continue;
+        }
         let mut row = Row::decode(depth, height, body).map_err(|e| space.rows_error(e))?;
         let (_, nodes) = row.nodes().map_err(|e| space.rows_error(e))?;
         space.counters.read(nodes.len() as u64);
@@ -362,22 +358,24 @@ pub(crate) fn path_nodes<'r>(
     Ok(out)
 }
 
-/// Merges `batch` into the rows it touches: `known` (from the memo) and
+/// Merges `batch` into the rows it touches (`touched`, its
+/// [`touched_rows`](super::strata::touched_rows)): `known` (from the memo) and
 /// `stored` (read inside the commit's transaction); returns the row
 /// changes to write, and remembers the merged rows under the new root.
 pub(crate) fn merge(
     space: &Space,
     height: StratumHeight,
     batch: &super::UpdateBatch,
-    mut known: HashMap<RowKey, Row>,
+    touched: Vec<RowKey>,
+    mut known: RowMap,
     stored: Vec<(RowKey, Vec<u8>)>,
 ) -> Result<Vec<RowChange>, SqlStoreError> {
     for (key, body) in stored {
         let row = Row::decode(key.depth, height, &body).map_err(|e| space.rows_error(e))?;
         known.insert(key, row);
     }
-    let merged =
-        super::strata::apply_keeping_rows(batch, height, known).map_err(|e| space.rows_error(e))?;
+    let merged = super::strata::apply_keeping_rows(batch, height, known, touched)
+        .map_err(|e| space.rows_error(e))?;
     space.memo_committed(&batch.old_root.hash, batch.new_root.hash, merged.rows);
     Ok(merged.changes)
 }

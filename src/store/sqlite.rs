@@ -492,7 +492,8 @@ async fn namespace(
 /// Reads the rows on the paths of `starts` (each from the row holding its
 /// start level down to where its key's path ends) and, with `siblings`,
 /// the sibling rows at each row boundary, in one statement; returns their
-/// nodes, rows nearest the root first.
+/// nodes, rows nearest the root first. The walk carries each row's body,
+/// so a path row is probed once; sibling rows are probed afterwards.
 ///
 /// For start `i` ([`PathParams`]: shared rows are walked once), `?4` holds
 /// the depth of its first row (3 digits) and `1` when that row's sibling
@@ -515,31 +516,31 @@ async fn fetch_key_paths(
          starts(i, depth, sib) AS ( \
              SELECT i, CAST(substr(?4, i * 4 + 1, 3) AS INTEGER), CAST(substr(?4, i * 4 + 4, 1) AS INTEGER) = 1 \
              FROM idx), \
-         walk(i, depth) AS ( \
-             SELECT s.i, s.depth FROM starts s CROSS JOIN ms_smt_strata n \
+         walk(i, depth, path, body) AS ( \
+             SELECT s.i, s.depth, n.path, n.body FROM starts s CROSS JOIN ms_smt_strata n \
                ON n.ns = ?1 AND n.path = substr(?5, s.i * ?8 + (s.depth / ?3) * 32 + 1, \
                                                  (s.depth + 7) / 8) \
               AND n.depth = s.depth \
            UNION ALL \
-             SELECT w.i, w.depth + ?3 FROM walk w CROSS JOIN ms_smt_strata n \
+             SELECT w.i, w.depth + ?3, n.path, n.body FROM walk w CROSS JOIN ms_smt_strata n \
                ON n.ns = ?1 AND n.path = substr(?5, w.i * ?8 + ((w.depth + ?3) / ?3) * 32 + 1, \
                                                  (w.depth + ?3 + 7) / 8) \
               AND n.depth = w.depth + ?3 \
              WHERE w.depth + ?3 <= 256), \
-         want(path, depth) AS ( \
-             SELECT substr(?5, i * ?8 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth FROM walk \
-           UNION \
+         sibs(path, depth) AS ( \
              SELECT substr(?6, i * ?8 + ((depth + ?3) / ?3) * 32 + 1, (depth + ?3 + 7) / 8), \
                     depth + ?3 \
              FROM walk WHERE ?7 AND depth + ?3 <= 256 \
            UNION \
              SELECT substr(?6, i * ?8 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth \
              FROM starts WHERE ?7 AND sib) \
-         SELECT n.path, n.depth, n.body, \
-                (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
-         FROM want w CROSS JOIN ms_smt_strata n \
+         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
+         FROM walk \
+         UNION ALL \
+         SELECT n.path, n.depth, n.body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
+         FROM sibs w CROSS JOIN ms_smt_strata n \
            ON n.ns = ?1 AND n.path = w.path AND n.depth = w.depth \
-         ORDER BY n.depth"
+         ORDER BY 2"
     );
     let mut out = Vec::new();
     for chunk in starts.chunks(super::packed::MAX_ROWS / 4) {
@@ -596,7 +597,7 @@ async fn commit_on(
     let keys = strata::touched_rows(batch, info.height);
     let (known, unknown) = space.memo_take(&batch.old_root, &keys);
     let stored = read_rows(conn, info, &unknown, &space.counters).await?;
-    let changes = merge(space, info.height, batch, known, stored)?;
+    let changes = merge(space, info.height, batch, keys, known, stored)?;
     write_rows(conn, info.id, &changes, &space.counters).await?;
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {

@@ -30,7 +30,14 @@
 //! by a 4-byte length.
 #![deny(clippy::arithmetic_side_effects)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+/// Hasher of the merge's maps (keys are positions and row paths, not
+/// attacker-chosen in a way that matters for a per-batch map).
+type Fast = foldhash::fast::RandomState;
+
+/// Decoded rows by key.
+pub type RowMap = HashMap<RowKey, Row, Fast>;
 
 use crate::empty::empty_hash;
 use crate::hash::{Hash, branch_hash};
@@ -160,12 +167,22 @@ impl RowKey {
 /// The first `bits` bits of `key`, most significant bit first in each byte
 /// (`ceil(bits / 8)` bytes; unused low bits zero).
 pub fn path_bytes(key: &Key, bits: usize) -> Vec<u8> {
+    let len = bits.min(MAX_LEVEL).div_ceil(8);
+    path_array(key, bits)[..len].to_vec()
+}
+
+/// [`path_bytes`] zero-padded to 32 bytes, without allocating. Sorting by
+/// `(path_array, depth)` is sorting by [`RowKey`].
+pub fn path_array(key: &Key, bits: usize) -> [u8; 32] {
     let bits = bits.min(MAX_LEVEL);
     let len = bits.div_ceil(8);
-    let mut out: Vec<u8> = key.0.iter().take(len).map(|b| b.reverse_bits()).collect();
+    let mut out = [0u8; 32];
+    for (o, b) in out.iter_mut().zip(key.0.iter()).take(len) {
+        *o = b.reverse_bits();
+    }
     let rem = bits % 8;
     if rem != 0
-        && let Some(last) = out.last_mut()
+        && let Some(last) = len.checked_sub(1).and_then(|i| out.get_mut(i))
     {
         *last &= 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32));
     }
@@ -543,16 +560,26 @@ impl<'a> Reader<'a> {
 /// The rows a batch touches, sorted by key (a stable order keeps lock and
 /// page access deterministic).
 pub fn touched_rows(batch: &UpdateBatch, height: StratumHeight) -> Vec<RowKey> {
-    let mut keys: Vec<RowKey> = batch
+    // Sorted and deduplicated as fixed arrays: one allocation per row, not
+    // per position.
+    let mut keys: Vec<([u8; 32], usize)> = batch
         .inserts
         .iter()
         .map(|(p, _, _)| p)
         .chain(batch.deletes.iter().map(|(p, _)| p))
-        .map(|p| RowKey::on_path(height.row_depth(p.level()), p.path()))
+        .map(|p| {
+            let depth = height.row_depth(p.level());
+            (path_array(p.path(), depth), depth)
+        })
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    keys
+    keys.into_iter()
+        .map(|(path, depth)| RowKey {
+            path: path[..depth.min(MAX_LEVEL).div_ceil(8)].to_vec(),
+            depth,
+        })
+        .collect()
 }
 
 /// What a batch does to one row.
@@ -573,9 +600,10 @@ pub enum RowChange {
 pub fn apply(
     batch: &UpdateBatch,
     height: StratumHeight,
-    rows: HashMap<RowKey, Row>,
+    rows: RowMap,
 ) -> Result<Vec<RowChange>, StrataError> {
-    apply_keeping_rows(batch, height, rows).map(|merged| merged.changes)
+    let touched = touched_rows(batch, height);
+    apply_keeping_rows(batch, height, rows, touched).map(|merged| merged.changes)
 }
 
 /// What [`apply_keeping_rows`] returns.
@@ -588,7 +616,8 @@ pub struct Merged {
     pub rows: Vec<(RowKey, Row)>,
 }
 
-/// [`apply`], also handing back the merged rows.
+/// [`apply`] given the batch's [`touched_rows`], also handing back the
+/// merged rows.
 ///
 /// Hashes the rows already know (a row read by a path walk knows all of
 /// them) are not recomputed: only the slots the batch changes and their
@@ -596,11 +625,11 @@ pub struct Merged {
 pub fn apply_keeping_rows(
     batch: &UpdateBatch,
     height: StratumHeight,
-    mut rows: HashMap<RowKey, Row>,
+    mut rows: RowMap,
+    keys: Vec<RowKey>,
 ) -> Result<Merged, StrataError> {
-    let keys = touched_rows(batch, height);
     let row_key = |p: &Position| RowKey::on_path(height.row_depth(p.level()), p.path());
-    let stored: std::collections::HashSet<RowKey> = keys
+    let stored: HashSet<RowKey, Fast> = keys
         .iter()
         .filter(|k| rows.contains_key(*k))
         .cloned()
@@ -611,12 +640,18 @@ pub fn apply_keeping_rows(
         }
     }
     let (deletes, inserted) = net_positions(batch)?;
+    let deletes: Vec<(Position, Hash, RowKey)> = deletes
+        .into_iter()
+        .map(|(pos, hash)| (pos, hash, row_key(&pos)))
+        .collect();
+    let placed: Vec<(Position, Hash, &Node, RowKey)> = inserted
+        .iter()
+        .map(|(pos, (hash, node))| (*pos, *hash, *node, row_key(pos)))
+        .collect();
     // Every delete must name the node stored at its position (checked
     // before any slot changes, so ancestors still have their old hashes).
-    for (pos, hash) in &deletes {
-        let found = rows
-            .get(&row_key(pos))
-            .and_then(|row| row.known_at(row.slot_of(pos)));
+    for (pos, hash, key) in &deletes {
+        let found = rows.get(key).and_then(|row| row.known_at(row.slot_of(pos)));
         if found.map(|c| c.hash) != Some(*hash) {
             return Err(StrataError::MissingNode {
                 position: *pos,
@@ -626,19 +661,19 @@ pub fn apply_keeping_rows(
     }
     // What the deletes take out: a replaced bottom branch's old child refs
     // are looked up there.
-    let mut removed: HashMap<Position, Slot> = HashMap::with_capacity(deletes.len());
-    for (pos, hash) in &deletes {
+    let mut removed: HashMap<Position, Slot, Fast> =
+        HashMap::with_capacity_and_hasher(deletes.len(), Fast::default());
+    for (pos, hash, key) in &deletes {
         let missing = || StrataError::MissingNode {
             position: *pos,
             hash: *hash,
         };
-        let row = rows.get_mut(&row_key(pos)).ok_or_else(missing)?;
+        let row = rows.get_mut(key).ok_or_else(missing)?;
         let s = row.slot_of(pos);
         removed.insert(*pos, row.set(s, None).ok_or_else(missing)?);
     }
 
-    for (pos, (hash, node)) in &inserted {
-        let key = row_key(pos);
+    for (pos, hash, node, key) in &placed {
         let row = rows
             .entry(key.clone())
             .or_insert_with(|| Row::empty(key.depth, height));
@@ -687,10 +722,8 @@ pub fn apply_keeping_rows(
         }
         row.hashes()?;
     }
-    for (pos, (hash, _)) in &inserted {
-        let got = rows
-            .get(&row_key(pos))
-            .and_then(|row| row.known_at(row.slot_of(pos)));
+    for (pos, hash, _, key) in &placed {
+        let got = rows.get(key).and_then(|row| row.known_at(row.slot_of(pos)));
         if got.map(|c| c.hash) != Some(*hash) {
             return Err(StrataError::Inconsistent {
                 position: *pos,
@@ -723,9 +756,15 @@ pub fn apply_keeping_rows(
 #[allow(clippy::type_complexity)]
 fn net_positions(
     batch: &UpdateBatch,
-) -> Result<(Vec<(Position, Hash)>, HashMap<Position, (Hash, &Node)>), StrataError> {
-    let mut inserted: HashMap<Position, (Hash, &Node)> =
-        HashMap::with_capacity(batch.inserts.len());
+) -> Result<
+    (
+        Vec<(Position, Hash)>,
+        HashMap<Position, (Hash, &Node), Fast>,
+    ),
+    StrataError,
+> {
+    let mut inserted: HashMap<Position, (Hash, &Node), Fast> =
+        HashMap::with_capacity_and_hasher(batch.inserts.len(), Fast::default());
     for (p, h, n) in &batch.inserts {
         if inserted.insert(*p, (*h, n)).is_some() {
             return Err(StrataError::Inconsistent {
@@ -753,7 +792,7 @@ fn child_ref(
     pos: &Position,
     right: bool,
     hash: Hash,
-    inserted: &HashMap<Position, (Hash, &Node)>,
+    inserted: &HashMap<Position, (Hash, &Node), Fast>,
     old: Option<&Slot>,
 ) -> Result<ComputedNode, StrataError> {
     let child = pos.child(right);
@@ -822,7 +861,7 @@ mod tests {
         ];
         for batch in batches {
             let update = plan_insert_many(layout, &cache, root, &batch).expect("plan");
-            let stored: HashMap<RowKey, Row> = touched_rows(&update, height)
+            let stored: RowMap = touched_rows(&update, height)
                 .into_iter()
                 .filter_map(|k| {
                     rows.get(&k)
