@@ -22,6 +22,9 @@ use crate::tree::cache::NodeCache;
 /// the sum its parent's sum leaves (proofs, reads, and writes that delete
 /// nothing).
 ///
+/// A write's read on a store that reads by position skips the handle's
+/// remembered nodes ([`TreeStore::reads_by_position`]).
+///
 /// Costs about `depth + 1` round trips whatever the number of keys. When the
 /// store can walk single-key paths server-side, a path stops being read level
 /// by level once it holds one key, and all such paths are read in one final
@@ -32,13 +35,22 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
     root: &ComputedNode,
     keys: &[Key],
     siblings: bool,
+    for_write: bool,
 ) -> Result<NodeCache, TreeError<S::Error>> {
     let mut cache = NodeCache::new();
     if keys.is_empty() || is_empty_hash(0, &root.hash) {
         return Ok(cache);
     }
-    let recent = store.recent_nodes();
     let by_position = store.reads_by_position();
+    // A position store's commit merges into the rows on the batch's
+    // paths, which its path read hands it: a write that took nodes from
+    // memory would only move those reads into the commit (one more
+    // statement, under the write lock).
+    let recent = if for_write && by_position {
+        None
+    } else {
+        store.recent_nodes()
+    };
     let chains = store.supports_key_paths();
     let mut starts: Vec<PathStart> = Vec::new();
     let mut want = Vec::new();

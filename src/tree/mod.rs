@@ -157,7 +157,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         let siblings =
             matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
         for attempt in 0..self.max_attempts {
-            let Some((root, cache)) = self.read(&keys, siblings).await? else {
+            let Some((root, cache)) = self.read(&keys, siblings, true).await? else {
                 backoff(attempt).await;
                 continue;
             };
@@ -224,16 +224,18 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         self.store.delete_all().await.map_err(TreeError::Store)
     }
 
-    /// Reads the root and the nodes on the paths of `keys`. `None` when a
-    /// concurrent writer removed a node between the two (retry).
+    /// Reads the root and the nodes on the paths of `keys` (`for_write`:
+    /// the read phase of a write). `None` when a concurrent writer removed
+    /// a node between the two (retry).
     async fn read(
         &self,
         keys: &[Key],
         siblings: bool,
+        for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let root = self.root().await?;
         let sorted = items::sorted_keys(keys);
-        match fetch::fetch_paths(&self.store, &root, &sorted, siblings).await {
+        match fetch::fetch_paths(&self.store, &root, &sorted, siblings, for_write).await {
             Ok(cache) => Ok(Some((root, cache))),
             Err(TreeError::Plan(e)) if self.lost_race(&e, &root).await? => Ok(None),
             Err(e) => Err(e),
@@ -257,7 +259,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         f: impl Fn(&NodeCache, &ComputedNode, &Key) -> Result<T, PlanError>,
     ) -> Res<Vec<T>, S> {
         for attempt in 0..self.max_attempts {
-            let Some((root, cache)) = self.read(keys, siblings).await? else {
+            let Some((root, cache)) = self.read(keys, siblings, false).await? else {
                 backoff(attempt).await;
                 continue;
             };
