@@ -25,13 +25,13 @@
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection, PgPool, Row as _};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_root, decode_rows, merge,
-    path_nodes, row_root, sum_to_sql,
+    path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -476,20 +476,7 @@ async fn walk(
         .bind(siblings)
         .fetch_all(&mut *conn)
         .await?;
-    let root = match rows.first() {
-        Some(row) => row_root(row.try_get(3)?),
-        None => None,
-    };
-    let rows = rows
-        .iter()
-        .map(|row| {
-            Ok((
-                row.try_get(0)?,
-                i64::from(row.try_get::<i32, _>(1)?),
-                row.try_get(2)?,
-            ))
-        })
-        .collect::<Result<Vec<(&[u8], i64, &[u8])>, sqlx::Error>>()?;
+    let (root, rows) = walk_rows(&rows)?;
     path_nodes(space, info.height, root, rows)
 }
 
@@ -538,7 +525,7 @@ fn walk_sql_text() -> String {
              SELECT n.path, n.depth, n.body FROM sibs w CROSS JOIN LATERAL ( \
                  SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
                  WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n) \
-         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
+         SELECT path, depth::int8, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
          FROM found ORDER BY depth"
     )
 }

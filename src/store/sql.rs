@@ -485,10 +485,33 @@ impl NodeRow<'_> {
     }
 }
 
-/// The root hash a path walk's statement saw (`None` for an empty tree,
-/// or a column that is not 32 bytes, which then is only not remembered).
-pub(crate) fn row_root(hash: Option<&[u8]>) -> Option<Hash> {
-    hash.and_then(|h| <[u8; 32]>::try_from(h).ok()).map(Hash)
+/// The rows a path walk's statement returned, as (path, depth, body)
+/// borrowed from the driver's buffers (columns 0-2), and the root hash
+/// the statement saw (column 3 of every row; `None` for no rows, an empty
+/// tree, or a column that is not 32 bytes, which is then only not
+/// remembered). Both stores' walks return these columns.
+#[allow(clippy::type_complexity)]
+pub(crate) fn walk_rows<'r, R>(
+    rows: &'r [R],
+) -> Result<(Option<Hash>, Vec<(&'r [u8], i64, &'r [u8])>), sqlx::Error>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    &'r [u8]: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let root = match rows.first() {
+        Some(row) => row
+            .try_get::<Option<&[u8]>, _>(3)?
+            .and_then(|h| <[u8; 32]>::try_from(h).ok())
+            .map(Hash),
+        None => None,
+    };
+    let rows = rows
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+        .collect::<Result<_, sqlx::Error>>()?;
+    Ok((root, rows))
 }
 
 /// Decodes a root row.

@@ -31,14 +31,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, Row as _, SqliteConnection, SqlitePool};
+use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
     MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_rows, merge, path_nodes,
-    row_root, sum_to_sql,
+    sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -567,14 +567,7 @@ async fn fetch_key_paths(
             .bind(count(per_key))
             .fetch_all(&mut *conn)
             .await?;
-        let root = match rows.first() {
-            Some(row) => row_root(row.try_get(3)?),
-            None => None,
-        };
-        let rows = rows
-            .iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
-            .collect::<Result<Vec<(&[u8], i64, &[u8])>, sqlx::Error>>()?;
+        let (root, rows) = walk_rows(&rows)?;
         out.extend(path_nodes(space, info.height, root, rows)?);
     }
     Ok(out)
