@@ -180,6 +180,8 @@ impl Space {
         }
         let mut known = RowMap::with_capacity_and_hasher(keys.len(), Default::default());
         let mut unknown = Vec::new();
+        // Absence is judged before any row is taken out: `keys` are
+        // sorted parent first, and a taken parent could no longer tell.
         for key in keys {
             if memo.rows.contains_key(key) {
                 continue;
@@ -250,7 +252,7 @@ impl PathParams {
     pub fn new(height: StratumHeight, starts: &[super::PathStart]) -> PathParams {
         use crate::key::MAX_LEVEL;
         let mut order: Vec<&super::PathStart> = starts.iter().collect();
-        order.sort_by_cached_key(|s| super::strata::path_bytes(&s.key, MAX_LEVEL));
+        order.sort_by_cached_key(|s| super::strata::path_array(&s.key, MAX_LEVEL));
         let mut out = PathParams {
             depths: Vec::with_capacity(starts.len()),
             first_sibling: Vec::with_capacity(starts.len()),

@@ -147,11 +147,8 @@ impl RowKey {
         let depth = self.depth.checked_sub(height.get())?;
         let mut path = self.path.clone();
         path.truncate(depth.div_ceil(8));
-        let rem = depth % 8;
-        if rem != 0
-            && let Some(last) = path.last_mut()
-        {
-            *last &= 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32));
+        if let Some(last) = path.last_mut() {
+            *last &= last_byte_mask(depth);
         }
         Some(RowKey { path, depth })
     }
@@ -167,8 +164,7 @@ impl RowKey {
 /// The first `bits` bits of `key`, most significant bit first in each byte
 /// (`ceil(bits / 8)` bytes; unused low bits zero).
 pub fn path_bytes(key: &Key, bits: usize) -> Vec<u8> {
-    let len = bits.min(MAX_LEVEL).div_ceil(8);
-    path_array(key, bits)[..len].to_vec()
+    RowKey::from_array(&path_array(key, bits), bits).path
 }
 
 /// [`path_bytes`] zero-padded to 32 bytes, without allocating. Sorting by
@@ -180,13 +176,30 @@ pub fn path_array(key: &Key, bits: usize) -> [u8; 32] {
     for (o, b) in out.iter_mut().zip(key.0.iter()).take(len) {
         *o = b.reverse_bits();
     }
-    let rem = bits % 8;
-    if rem != 0
-        && let Some(last) = len.checked_sub(1).and_then(|i| out.get_mut(i))
-    {
-        *last &= 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32));
+    if let Some(last) = len.checked_sub(1).and_then(|i| out.get_mut(i)) {
+        *last &= last_byte_mask(bits);
     }
     out
+}
+
+/// The bits of a path's last byte that a `bits`-bit path uses (all of
+/// them when `bits` is a multiple of 8).
+fn last_byte_mask(bits: usize) -> u8 {
+    match bits % 8 {
+        0 => 0xff,
+        rem => 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32)),
+    }
+}
+
+impl RowKey {
+    /// The row at `depth` whose path is the first `depth` bits of the
+    /// zero-padded `path` (a [`path_array`]).
+    pub fn from_array(path: &[u8; 32], depth: usize) -> RowKey {
+        RowKey {
+            path: path[..depth.min(MAX_LEVEL).div_ceil(8)].to_vec(),
+            depth,
+        }
+    }
 }
 
 /// The node kept in one slot of a row.
@@ -574,11 +587,8 @@ pub fn touched_rows(batch: &UpdateBatch, height: StratumHeight) -> Vec<RowKey> {
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    keys.into_iter()
-        .map(|(path, depth)| RowKey {
-            path: path[..depth.min(MAX_LEVEL).div_ceil(8)].to_vec(),
-            depth,
-        })
+    keys.iter()
+        .map(|(path, depth)| RowKey::from_array(path, *depth))
         .collect()
 }
 
