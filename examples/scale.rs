@@ -247,23 +247,23 @@ impl Wal {
     /// commit writes its frames from the start of the WAL (over the old
     /// ones, as a running database does: the file is not truncated).
     async fn restart(&self) -> Res<()> {
-        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
-            .fetch_one(&self.pool)
-            .await?;
-        if busy != 0 {
-            return Err("wal_checkpoint(RESTART) was blocked by another connection".into());
-        }
-        Ok(())
+        self.checkpoint("RESTART").await
     }
 
     /// Checkpoints everything into the database file and truncates the WAL
     /// (to measure the database file alone).
     async fn truncate(&self) -> Res<()> {
-        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
-            .fetch_one(&self.pool)
-            .await?;
+        self.checkpoint("TRUNCATE").await
+    }
+
+    /// A full checkpoint in `mode`, which no other connection may block.
+    async fn checkpoint(&self, mode: &str) -> Res<()> {
+        let (busy, _, _): (i64, i64, i64) =
+            sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})"))
+                .fetch_one(&self.pool)
+                .await?;
         if busy != 0 {
-            return Err("wal_checkpoint(TRUNCATE) was blocked by another connection".into());
+            return Err(format!("wal_checkpoint({mode}) was blocked by another connection").into());
         }
         Ok(())
     }
