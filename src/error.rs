@@ -71,6 +71,14 @@ pub enum TreeError<E: std::error::Error + 'static> {
         /// Attempts made.
         attempts: u32,
     },
+    /// The store does not offer what the operation needs (for example a
+    /// custom store without [`scan_rows`](crate::store::TreeStore::scan_rows)
+    /// or [`scan_nodes`](crate::store::TreeStore::scan_nodes) cannot be audited).
+    #[error("the store does not support {operation}")]
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+    },
 }
 
 impl<E: std::error::Error + 'static> TreeError<E> {

@@ -8,6 +8,7 @@
 //! * [`Tree::insert_many`]: one descent for a whole batch, one store commit.
 //! * [`Proof`]: verification, compression, and the Go wire format.
 //! * [`store`]: the async store boundary and an in-memory store.
+//! * [`Tree::audit`]: recompute and check everything a namespace stores.
 //!
 //! ```
 //! use ms_smt::{CompactedTree, Key, Leaf, store::MemoryStore};
@@ -25,6 +26,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod empty;
 pub mod error;
 pub mod hash;
@@ -37,6 +39,7 @@ pub mod store;
 mod sum;
 pub mod tree;
 
+pub use audit::{AuditReport, Problem};
 pub use error::{PlanError, SumOverflow, TreeError};
 pub use hash::Hash;
 pub use key::Key;

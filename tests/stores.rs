@@ -27,9 +27,11 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,30 +50,11 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use support::{TempDb, hkey, pg_url, sanitize, unique};
 
 // ---------------------------------------------------------------------------
 // Names, keys, leaves, the model
 // ---------------------------------------------------------------------------
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A name no other test (or earlier run against the same database) uses.
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{tag}-{}-{nanos:x}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A pseudo-random key.
-fn hkey(tag: &str, i: u64) -> Key {
-    Key(sha256(format!("{tag}/{i}").as_bytes()).0)
-}
 
 /// `key` with the given bits (tree order, LSB first) flipped.
 fn flip(mut key: Key, bits: &[usize]) -> Key {
@@ -435,35 +418,6 @@ impl PgStrata for PostgresStore {
 // Opening databases
 // ---------------------------------------------------------------------------
 
-fn sanitize(tag: &str) -> String {
-    tag.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
-}
-
-/// Removes a SQLite database file and its WAL/SHM companions on drop.
-struct TempDb {
-    path: PathBuf,
-}
-
-impl TempDb {
-    fn new(tag: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("ms_smt_stores_{}.db", sanitize(&unique(tag))));
-        TempDb { path }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 fn sqlite_options(path: &Path) -> SqliteConnectOptions {
     SqliteStore::connect_options(path).synchronous(SqliteSynchronous::Normal)
 }
@@ -481,25 +435,6 @@ impl SqliteDb {
             .await
             .expect("open sqlite");
         SqliteDb { store, _file: file }
-    }
-}
-
-/// The Postgres URL, or `None` (after printing why) when the test must skip.
-fn pg_url(test: &str) -> Option<String> {
-    match std::env::var("MSSMT_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("MSSMT_REQUIRE_PG").as_deref() == Ok("1") {
-                panic!(
-                    "postgres test {test} FAILED: MSSMT_PG_URL is not set but MSSMT_REQUIRE_PG=1 \
-                     (run via scripts/with-postgres.sh)"
-                );
-            }
-            eprintln!(
-                "postgres test {test} SKIPPED: MSSMT_PG_URL is not set (run via scripts/with-postgres.sh)"
-            );
-            None
-        }
     }
 }
 

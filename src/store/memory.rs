@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
+use crate::audit::NodeScan;
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
@@ -272,5 +273,18 @@ impl TreeStore for MemoryStore {
 
     fn stats(&self) -> StoreStats {
         self.counters.snapshot()
+    }
+
+    async fn scan_nodes(&self) -> Result<Option<NodeScan>, MemoryError> {
+        let space = self.read()?;
+        let nodes = space
+            .nodes
+            .iter()
+            .map(|(h, e)| (*h, e.node.clone(), e.refs))
+            .collect();
+        Ok(Some(NodeScan {
+            root: space.root,
+            nodes,
+        }))
     }
 }

@@ -46,8 +46,10 @@ pub use strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 
 use std::future::Future;
 
+use crate::audit::NodeScan;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
+use strata::RowSink;
 
 /// Synchronous read access to nodes by hash: what the pure descent walks.
 pub trait NodeSource {
@@ -148,4 +150,23 @@ pub trait TreeStore: Send + Sync {
 
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
+
+    /// Hands `sink` the namespace's root record and then every stored row
+    /// in key order, all from one consistent snapshot (for
+    /// [`Tree::audit`](crate::Tree::audit)). Stores that keep no strata rows
+    /// return `Ok(false)` without calling `sink`.
+    fn scan_rows(
+        &self,
+        sink: &mut dyn RowSink,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        let _ = sink;
+        async { Ok(false) }
+    }
+
+    /// The root record and every stored node with its reference count, from
+    /// one consistent snapshot (for [`Tree::audit`](crate::Tree::audit)).
+    /// `None` from stores that do not keep nodes by hash.
+    fn scan_nodes(&self) -> impl Future<Output = Result<Option<NodeScan>, Self::Error>> + Send {
+        async { Ok(None) }
+    }
 }

@@ -30,10 +30,10 @@ use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
 use super::sql::{
-    MigrationError, NsInfo, PathParams, Space, SqlStoreError, decode_root, decode_rows, merge,
-    path_nodes, sum_to_sql, walk_rows,
+    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, decode_root, decode_rows,
+    feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
-use super::strata::{self, RowChange, RowKey, StratumHeight};
+use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
@@ -695,6 +695,35 @@ async fn write_rows(
 }
 
 /// Removes the namespace's rows (one key range) and its root.
+/// Hands `sink` the namespace's root and every row in key order, a page
+/// per statement (run inside one transaction: one snapshot).
+async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn RowSink) -> Res<()> {
+    let root = load_root(conn, space).await?;
+    let info = space.info.get().copied();
+    sink.begin(root, info.map_or(space.height, |i| i.height));
+    let Some(info) = info else {
+        return Ok(());
+    };
+    let mut after: (Vec<u8>, i32) = (Vec::new(), -1);
+    loop {
+        space.counters.round_trip(1);
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
+            "SELECT path, depth, body FROM ms_smt_strata \
+             WHERE ns = $1 AND (path, depth) > ($2, $3) ORDER BY path, depth LIMIT $4",
+        )
+        .bind(info.id)
+        .bind(&after.0)
+        .bind(after.1)
+        .bind(SCAN_PAGE as i64)
+        .fetch_all(&mut *conn)
+        .await?;
+        match feed_page(sink, rows) {
+            Some(next) => after = next,
+            None => return Ok(()),
+        }
+    }
+}
+
 async fn delete_all_on(conn: &mut PgConnection, space: &Space) -> Res<()> {
     lock_namespace(conn, space).await?;
     let Some(info) = namespace(conn, space, false).await? else {
@@ -762,6 +791,17 @@ impl TreeStore for PostgresStore {
         Ok(())
     }
 
+    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+        // One snapshot for every page.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        scan_rows_on(&mut tx, &self.space, sink).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
     fn stats(&self) -> StoreStats {
         self.space.counters.snapshot_with(&self.space.recent)
     }
@@ -821,6 +861,12 @@ impl TreeStore for PostgresTxStore<'_> {
         delete_all_on(&mut savepoint, &self.space).await?;
         savepoint.commit().await?;
         Ok(())
+    }
+
+    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+        let mut conn = self.conn.lock().await;
+        scan_rows_on(&mut conn, &self.space, sink).await?;
+        Ok(true)
     }
 
     fn stats(&self) -> StoreStats {

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
+use super::strata::{Row, RowChange, RowKey, RowMap, RowSink, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
@@ -533,6 +533,30 @@ pub(crate) fn decode_root(
             sum_from_sql(sum),
         )),
     }
+}
+
+/// Rows per statement of a namespace scan.
+pub(crate) const SCAN_PAGE: usize = 2048;
+
+/// Hands one page of a scan (`(path, depth, body)` in key order) to `sink`
+/// and returns where the next page starts, or `None` after the last page.
+pub(crate) fn feed_page<D>(
+    sink: &mut dyn RowSink,
+    rows: Vec<(Vec<u8>, D, Vec<u8>)>,
+) -> Option<(Vec<u8>, D)>
+where
+    D: Copy + TryInto<usize>,
+{
+    let n = rows.len();
+    let mut cursor = None;
+    for (i, (path, depth, body)) in rows.into_iter().enumerate() {
+        if n >= SCAN_PAGE && i + 1 == n {
+            cursor = Some((path.clone(), depth));
+        }
+        let depth = depth.try_into().unwrap_or(usize::MAX);
+        sink.row(RowKey { path, depth }, &body);
+    }
+    cursor
 }
 
 #[cfg(test)]

@@ -30,6 +30,10 @@
 //! by a 4-byte length.
 #![deny(clippy::arithmetic_side_effects)]
 
+mod audit;
+
+pub use audit::{RowAudit, RowSink};
+
 use std::collections::{HashMap, HashSet};
 
 /// Hasher of the merge's maps (keys are positions and row paths, not

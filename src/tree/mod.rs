@@ -30,11 +30,13 @@ pub use plan::plan_insert_many;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::audit::{AuditReport, audit_nodes};
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::Proof;
+use crate::store::strata::RowAudit;
 use crate::store::{CommitOutcome, TreeStore};
 
 /// Which descent a tree runs.
@@ -116,6 +118,32 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// Checks everything the store keeps for this namespace: recomputes
+    /// every hash and sum from the stored root down, checks the shape this
+    /// layout writes (a compacted tree's leaves sit as high as they can),
+    /// and reports children that are missing and stored things no position
+    /// reaches. Reads one consistent snapshot; repairs nothing.
+    ///
+    /// On SQL stores the rows stream through in key order, so memory stays
+    /// bounded; every compacted leaf costs up to 256 hashes to recheck.
+    pub async fn audit(&self) -> Res<AuditReport, S> {
+        if self.store.reads_by_position() {
+            let mut audit = RowAudit::new(L::KIND);
+            if self
+                .store
+                .scan_rows(&mut audit)
+                .await
+                .map_err(TreeError::Store)?
+            {
+                return Ok(audit.finish());
+            }
+        }
+        match self.store.scan_nodes().await.map_err(TreeError::Store)? {
+            Some(scan) => Ok(audit_nodes(L::KIND, &scan)),
+            None => Err(TreeError::Unsupported { operation: "audit" }),
+        }
     }
 
     /// The current root hash and sum; the empty root for an empty tree.

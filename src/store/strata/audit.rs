@@ -1,0 +1,372 @@
+//! The audit of strata rows, fed one row at a time in key order.
+//!
+//! Rows sorted by `(path, depth)` come in pre-order: a row's whole subtree
+//! follows it before anything beside it. So the audit keeps only the rows
+//! on the current path (at most 65 at height 4) with the child rows each
+//! one's bottom branches refer to. A row is reached when the row above it
+//! on the stack refers to it; a referenced row that never arrives is
+//! missing; anything else is unreachable. Memory stays bounded whatever
+//! the tree's size.
+
+use super::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
+use crate::audit::{AuditReport, Location, Problem};
+use crate::key::{Key, MAX_LEVEL};
+use crate::node::{ComputedNode, compacted_hash};
+use crate::position::Position;
+use crate::tree::LayoutKind;
+
+/// Receives a namespace's stored rows from
+/// [`TreeStore::scan_rows`](crate::store::TreeStore::scan_rows).
+pub trait RowSink: Send {
+    /// The namespace's root record and row height; called once, first.
+    fn begin(&mut self, root: ComputedNode, height: StratumHeight);
+    /// One stored row. Rows arrive in key order: path bytes, then depth.
+    fn row(&mut self, key: RowKey, body: &[u8]);
+}
+
+/// A child row a row refers to.
+#[derive(Debug)]
+struct Child {
+    key: RowKey,
+    recorded: ComputedNode,
+    /// Its sibling is empty: in a compacted tree it must not be a lone
+    /// compacted leaf.
+    lone: bool,
+    seen: bool,
+}
+
+/// How a row on the stack relates to the tree.
+#[derive(Debug, PartialEq, Eq)]
+enum Standing {
+    /// Reached and decoded: its children are known.
+    Checked,
+    /// Reached but undecodable: its children cannot be checked against it.
+    Unknown,
+    /// Not reached: everything under it is unreachable too.
+    Orphan,
+}
+
+#[derive(Debug)]
+struct Frame {
+    key: RowKey,
+    standing: Standing,
+    children: Vec<Child>,
+}
+
+/// The streaming row audit; feed it through [`RowSink`], then
+/// [`finish`](RowAudit::finish).
+#[derive(Debug)]
+pub struct RowAudit {
+    layout: LayoutKind,
+    height: StratumHeight,
+    report: AuditReport,
+    stack: Vec<Frame>,
+    root_seen: bool,
+}
+
+impl RowAudit {
+    /// An audit of a tree written with `layout`.
+    pub fn new(layout: LayoutKind) -> Self {
+        RowAudit {
+            layout,
+            height: StratumHeight::default(),
+            report: AuditReport::new(ComputedNode::empty_root()),
+            stack: Vec::new(),
+            root_seen: false,
+        }
+    }
+
+    /// The report, once every row was fed.
+    pub fn finish(mut self) -> AuditReport {
+        while let Some(frame) = self.stack.pop() {
+            self.close(frame);
+        }
+        let root = self.report.stored_root;
+        if !self.root_seen && root != ComputedNode::empty_root() {
+            self.report.found(Problem::Missing {
+                at: Location::Row(RowKey {
+                    path: Vec::new(),
+                    depth: 0,
+                }),
+                expected: root,
+            });
+        }
+        self.report
+    }
+
+    /// Reports the children a finished row referred to that never came.
+    fn close(&mut self, frame: Frame) {
+        for child in frame.children.into_iter().filter(|c| !c.seen) {
+            self.report.found(Problem::Missing {
+                at: Location::Row(child.key),
+                expected: child.recorded,
+            });
+        }
+    }
+
+    /// What the row `key` must compute to (and whether its sibling is
+    /// empty), or why it is not reached.
+    fn place(&mut self, key: &RowKey) -> Result<Option<(ComputedNode, bool)>, ()> {
+        let Some(top) = self.stack.last_mut() else {
+            let root = self.report.stored_root;
+            let is_root = key.depth == 0 && !self.root_seen;
+            self.root_seen |= is_root;
+            return if is_root && root != ComputedNode::empty_root() {
+                Ok(Some((root, false)))
+            } else {
+                Err(())
+            };
+        };
+        match top.standing {
+            Standing::Orphan => Err(()),
+            Standing::Unknown => Ok(None),
+            Standing::Checked => {
+                let child = top
+                    .children
+                    .iter_mut()
+                    .find(|c| c.key == *key && !c.seen)
+                    .ok_or(())?;
+                child.seen = true;
+                Ok(Some((child.recorded, child.lone)))
+            }
+        }
+    }
+}
+
+impl RowSink for RowAudit {
+    fn begin(&mut self, root: ComputedNode, height: StratumHeight) {
+        self.report.stored_root = root;
+        self.height = height;
+    }
+
+    fn row(&mut self, key: RowKey, body: &[u8]) {
+        self.report.stored_items = self.report.stored_items.saturating_add(1);
+        while let Some(top) = self.stack.last() {
+            if is_above(&top.key, &key) {
+                break;
+            }
+            if let Some(frame) = self.stack.pop() {
+                self.close(frame);
+            }
+        }
+        let placed = self.place(&key);
+        let at = Location::Row(key.clone());
+        if placed.is_err() {
+            self.report.found(Problem::Unreachable { at: at.clone() });
+        }
+        let mut frame = Frame {
+            key: key.clone(),
+            standing: if placed.is_ok() {
+                Standing::Checked
+            } else {
+                Standing::Orphan
+            },
+            children: Vec::new(),
+        };
+        match Row::decode(key.depth, self.height, body) {
+            Err(error) => {
+                self.report.found(Problem::Malformed { at, error });
+                if frame.standing == Standing::Checked {
+                    frame.standing = Standing::Unknown;
+                }
+            }
+            Ok(row) => {
+                let mut check = RowCheck {
+                    row: &row,
+                    layout: self.layout,
+                    report: &mut self.report,
+                    children: &mut frame.children,
+                };
+                let computed = check.slot(1, Position::new(key.depth, &row_path_key(&key)));
+                if let (Some(c), Ok(Some((recorded, lone)))) = (computed, &placed) {
+                    if c != *recorded {
+                        self.report.found(if key.depth == 0 {
+                            Problem::RootMismatch {
+                                stored: *recorded,
+                                computed: c,
+                            }
+                        } else {
+                            Problem::ChildMismatch {
+                                at: at.clone(),
+                                recorded: *recorded,
+                                computed: c,
+                            }
+                        });
+                    }
+                    if *lone
+                        && self.layout == LayoutKind::Compacted
+                        && matches!(row.slots.get(1), Some(Some(Slot::Compacted { .. })))
+                    {
+                        self.report.found(Problem::NonCanonical {
+                            at,
+                            what: "a compacted leaf whose sibling is empty (it belongs higher up)",
+                        });
+                    }
+                }
+            }
+        }
+        self.stack.push(frame);
+    }
+}
+
+/// True when `upper` is a proper ancestor row of `lower` (a shallower row
+/// whose path is a prefix of `lower`'s).
+fn is_above(upper: &RowKey, lower: &RowKey) -> bool {
+    if upper.depth >= lower.depth {
+        return false;
+    }
+    let whole = upper.depth / 8;
+    let (Some(a), Some(b)) = (upper.path.get(..whole), lower.path.get(..whole)) else {
+        return false;
+    };
+    if a != b {
+        return false;
+    }
+    if upper.depth.is_multiple_of(8) {
+        return true;
+    }
+    let mask = last_byte_mask(upper.depth);
+    match (upper.path.get(whole), lower.path.get(whole)) {
+        (Some(x), Some(y)) => x & mask == y & mask,
+        _ => false,
+    }
+}
+
+/// A key whose first `depth` bits are the row's path (tree bit order).
+fn row_path_key(key: &RowKey) -> Key {
+    let mut out = [0u8; 32];
+    for (o, b) in out.iter_mut().zip(&key.path) {
+        *o = b.reverse_bits();
+    }
+    Key(out)
+}
+
+/// The checks of one decoded row's slots.
+struct RowCheck<'a> {
+    row: &'a Row,
+    layout: LayoutKind,
+    report: &'a mut AuditReport,
+    children: &'a mut Vec<Child>,
+}
+
+impl RowCheck<'_> {
+    fn non_canonical(&mut self, pos: Position, what: &'static str) {
+        self.report.found(Problem::NonCanonical {
+            at: Location::Position(pos),
+            what,
+        });
+    }
+
+    fn is_compacted(&self, s: usize) -> bool {
+        matches!(self.row.slots.get(s), Some(Some(Slot::Compacted { .. })))
+    }
+
+    /// What slot `s` (at `pos`) computes to, reporting what is wrong on the
+    /// way; `None` when it cannot be computed.
+    fn slot(&mut self, s: usize, pos: Position) -> Option<ComputedNode> {
+        let level = pos.level();
+        let Some(slot) = self.row.slots.get(s).and_then(Option::as_ref) else {
+            return Some(ComputedNode::empty(level));
+        };
+        self.report.nodes = self.report.nodes.saturating_add(1);
+        let at = Location::Position(pos);
+        match slot {
+            Slot::Inner | Slot::Bottom { .. } if level >= MAX_LEVEL => {
+                self.non_canonical(pos, "a branch at the leaf level");
+                None
+            }
+            Slot::Inner => {
+                let l_slot = s.saturating_mul(2);
+                let r_slot = l_slot.saturating_add(1);
+                let l = self.slot(l_slot, pos.child(false));
+                let r = self.slot(r_slot, pos.child(true));
+                let empty = ComputedNode::empty(level.saturating_add(1));
+                if self.layout == LayoutKind::Compacted {
+                    for (lone, other, side) in [(l_slot, r, true), (r_slot, l, false)] {
+                        if other == Some(empty) && self.is_compacted(lone) {
+                            self.non_canonical(
+                                pos.child(!side),
+                                "a compacted leaf whose sibling is empty (it belongs higher up)",
+                            );
+                        }
+                    }
+                }
+                self.branch(pos, l?, r?)
+            }
+            Slot::Bottom { left, right } => {
+                let empty = ComputedNode::empty(level.saturating_add(1));
+                for (side, child, other) in [(false, left, right), (true, right, left)] {
+                    if *child != empty {
+                        let child_pos = pos.child(side);
+                        self.children.push(Child {
+                            key: RowKey::on_path(child_pos.level(), child_pos.path()),
+                            recorded: *child,
+                            lone: *other == empty,
+                            seen: false,
+                        });
+                    }
+                }
+                self.branch(pos, *left, *right)
+            }
+            Slot::Compacted { hash, key, leaf } => {
+                self.report.leaves = self.report.leaves.saturating_add(1);
+                if self.layout == LayoutKind::Full {
+                    self.non_canonical(pos, "a compacted leaf in a full tree");
+                }
+                if leaf.is_empty() {
+                    self.non_canonical(pos, "an empty leaf is stored");
+                }
+                if key.under_path(pos.path(), level) != *key {
+                    self.report.found(Problem::MisplacedKey {
+                        at: at.clone(),
+                        key: *key,
+                    });
+                }
+                let computed = compacted_hash(level, key, leaf);
+                if computed != *hash {
+                    self.report.found(Problem::LeafHash {
+                        at,
+                        stored: *hash,
+                        computed,
+                    });
+                }
+                Some(ComputedNode::new(*hash, leaf.sum()))
+            }
+            Slot::Leaf { hash, leaf } => {
+                self.report.leaves = self.report.leaves.saturating_add(1);
+                if self.layout == LayoutKind::Compacted {
+                    self.non_canonical(pos, "a plain leaf in a compacted tree");
+                }
+                if leaf.is_empty() {
+                    self.non_canonical(pos, "an empty leaf is stored");
+                }
+                let computed = leaf.hash();
+                if computed != *hash {
+                    self.report.found(Problem::LeafHash {
+                        at,
+                        stored: *hash,
+                        computed,
+                    });
+                }
+                Some(ComputedNode::new(*hash, leaf.sum()))
+            }
+        }
+    }
+
+    /// The branch at `pos` over `l` and `r`.
+    fn branch(&mut self, pos: Position, l: ComputedNode, r: ComputedNode) -> Option<ComputedNode> {
+        let empty = ComputedNode::empty(pos.level().saturating_add(1));
+        if l == empty && r == empty {
+            self.non_canonical(pos, "a branch with two empty children");
+        }
+        match super::branch(l, r) {
+            Some((c, _)) => Some(c),
+            None => {
+                self.report.found(Problem::SumOverflow {
+                    at: Location::Position(pos),
+                });
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,668 @@
+//! The integrity audit (`Tree::audit`).
+//!
+//! * `clean_*`: trees built, partly deleted and emptied on every store and
+//!   both layouts audit clean, and the report counts every leaf.
+//! * `corruptions_sqlite` / `corruptions_postgres`: 1,000 random
+//!   corruptions each (byte flips in row bodies, by field: hash, key, sum,
+//!   value, length, tag; deleted rows; swapped sibling rows; swapped
+//!   children inside a row; moved and duplicated rows; a wrong root
+//!   record). Each is applied inside a transaction that is rolled back
+//!   afterwards; the audit must flag 100 % of them, and reads on the
+//!   corrupted tree must return a typed error or data that fails
+//!   verification against the stored root, never wrong data that verifies.
+//! * `corruptions_memory`: the same idea on the hash-keyed memory layout
+//!   through `audit_nodes` on edited scans (value and sum edits, reference
+//!   counts, missing and orphan nodes).
+#![cfg(all(feature = "sqlite", feature = "postgres"))]
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+
+use ms_smt::audit::{NodeScan, audit_nodes};
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Tree, TreeError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sqlx::Connection;
+use support::{TempDb, hkey, pg_url, unique};
+
+type Model = HashMap<Key, Leaf>;
+
+/// Builds a tree of `n` keys in three batches, then deletes every third.
+async fn build<S: TreeStore, L: Layout>(tree: &Tree<S, L>, tag: &str, n: u64) -> Model {
+    let mut model = Model::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(n.div_ceil(3) as usize) {
+        let batch: Vec<(Key, Leaf)> = chunk
+            .iter()
+            .map(|&i| {
+                let value = format!("v{i}").repeat(1 + (i % 4) as usize).into_bytes();
+                (hkey(tag, i), Leaf::new(value, 1 + i * 7))
+            })
+            .collect();
+        tree.insert_many(batch.clone()).await.expect("insert");
+        model.extend(batch);
+    }
+    let deletes: Vec<(Key, Leaf)> = (0..n)
+        .step_by(3)
+        .map(|i| (hkey(tag, i), Leaf::empty()))
+        .collect();
+    tree.insert_many(deletes.clone()).await.expect("delete");
+    for (k, _) in deletes {
+        model.remove(&k);
+    }
+    model
+}
+
+async fn assert_clean<S: TreeStore, L: Layout>(tree: &Tree<S, L>, model: &Model, what: &str) {
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    assert_eq!(report.leaves, model.len() as u64, "{what}: leaves");
+    assert_eq!(
+        report.stored_root,
+        tree.root().await.expect("root"),
+        "{what}"
+    );
+}
+
+async fn clean_layout<S: TreeStore, L: Layout>(store: S, what: &str) {
+    let tree = Tree::<S, L>::new(store);
+    assert_clean(&tree, &Model::new(), &format!("{what} empty")).await;
+    let tag = unique(what);
+    let model = build(&tree, &tag, 300).await;
+    assert_clean(&tree, &model, &format!("{what} built")).await;
+    let all: Vec<(Key, Leaf)> = model.keys().map(|k| (*k, Leaf::empty())).collect();
+    tree.insert_many(all).await.expect("delete all keys");
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{what} emptied: {:?}", report.problems);
+    assert_eq!(
+        report.stored_items, 0,
+        "{what}: an emptied tree stores nothing"
+    );
+}
+
+#[tokio::test]
+async fn clean_memory() {
+    let store = MemoryStore::new();
+    clean_layout::<_, Full>(store.namespace("f").unwrap(), "memory full").await;
+    clean_layout::<_, Compacted>(store.namespace("c").unwrap(), "memory compacted").await;
+}
+
+#[tokio::test]
+async fn clean_sqlite() {
+    let file = TempDb::new("audit_clean");
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    clean_layout::<_, Full>(store.namespace("f"), "sqlite full").await;
+    clean_layout::<_, Compacted>(store.namespace("c"), "sqlite compacted").await;
+    // The caller's-transaction mode scans inside the caller's transaction.
+    let tree = Tree::<_, Compacted>::new(store.namespace("tx"));
+    let model = build(&tree, "tx", 60).await;
+    let mut conn = store.pool().acquire().await.expect("conn");
+    let mut tx = conn.begin().await.expect("begin");
+    let in_tx = Tree::<_, Compacted>::new(store.namespace("tx").in_transaction(&mut tx));
+    assert_clean(&in_tx, &model, "sqlite in transaction").await;
+}
+
+#[tokio::test]
+async fn clean_postgres() {
+    let Some(url) = pg_url("clean_postgres") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let ns = unique("audit");
+    clean_layout::<_, Full>(store.namespace(&format!("{ns}f")), "postgres full").await;
+    clean_layout::<_, Compacted>(store.namespace(&format!("{ns}c")), "postgres compacted").await;
+}
+
+// ---------------------------------------------------------------------------
+// Row bodies by field, for targeted byte flips
+// ---------------------------------------------------------------------------
+
+/// What a byte of a row body holds (see `ms_smt::store::strata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Field {
+    Format,
+    Tag,
+    Hash,
+    Key,
+    Sum,
+    Length,
+    Value,
+}
+
+/// The field of every byte of a body, and the offsets of each bottom
+/// branch's two 40-byte child references.
+fn fields(body: &[u8]) -> (Vec<Field>, Vec<usize>) {
+    let mut out = vec![Field::Format];
+    let mut bottoms = Vec::new();
+    let mut i = 1;
+    let mut pending = 1usize; // slots still to read
+    while pending > 0 && i < body.len() {
+        pending -= 1;
+        out.push(Field::Tag);
+        let tag = body[i];
+        i += 1;
+        let mut push = |f: Field, n: usize, i: &mut usize| {
+            out.extend(std::iter::repeat_n(f, n));
+            *i += n;
+        };
+        match tag {
+            0 => {}
+            1 => pending += 2,
+            2 => {
+                bottoms.push(i);
+                for _ in 0..2 {
+                    push(Field::Hash, 32, &mut i);
+                    push(Field::Sum, 8, &mut i);
+                }
+            }
+            3 | 4 => {
+                push(Field::Hash, 32, &mut i);
+                if tag == 3 {
+                    push(Field::Key, 32, &mut i);
+                }
+                push(Field::Sum, 8, &mut i);
+                let len = u32::from_le_bytes(body[i..i + 4].try_into().unwrap_or([0; 4])) as usize;
+                push(Field::Length, 4, &mut i);
+                push(Field::Value, len, &mut i);
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(
+        out.len(),
+        body.len(),
+        "the test's body parser is out of date"
+    );
+    (out, bottoms)
+}
+
+// ---------------------------------------------------------------------------
+// Corruptions of stored rows
+// ---------------------------------------------------------------------------
+
+/// A stored row: path, depth, body.
+type StoredRow = (Vec<u8>, i64, Vec<u8>);
+
+/// One way to damage a namespace's stored rows or root record.
+#[derive(Debug, Clone)]
+enum Corruption {
+    /// Flip bit `bit` of byte `byte` of row `row`'s body.
+    Flip {
+        row: usize,
+        byte: usize,
+        bit: u8,
+        field: Field,
+    },
+    /// Delete a row.
+    Delete { row: usize },
+    /// Swap the bodies of two rows at one depth.
+    SwapRows { a: usize, b: usize },
+    /// Swap the two child references of the bottom branch at `at`.
+    SwapChildren { row: usize, at: usize },
+    /// Move a row to another path (flip path bit `bit`).
+    Move { row: usize, bit: usize },
+    /// Copy a row to another path.
+    Duplicate { row: usize, bit: usize },
+    /// Replace the top row's body with another row's.
+    WrongRootRow { from: usize },
+    /// Flip a bit of the root record's hash.
+    RootHash { bit: usize },
+    /// Add one to the root record's sum.
+    RootSum,
+}
+
+impl Corruption {
+    fn kind(&self) -> String {
+        match self {
+            Corruption::Flip { field, .. } => format!("flip {field:?}"),
+            other => format!("{other:?}")
+                .split([' ', '{'])
+                .next()
+                .unwrap_or("")
+                .to_owned(),
+        }
+    }
+}
+
+fn flip_path(path: &[u8], bit: usize) -> Vec<u8> {
+    let mut p = path.to_vec();
+    p[bit / 8] ^= 0x80 >> (bit % 8);
+    p
+}
+
+/// A random corruption that really changes what is stored (`None` when
+/// the draw would change nothing; the caller draws again).
+fn draw(rng: &mut StdRng, rows: &[StoredRow]) -> Option<Corruption> {
+    let exists = |path: &[u8], depth: i64| rows.iter().any(|r| r.0 == path && r.1 == depth);
+    let row = rng.gen_range(0..rows.len());
+    let (path, depth, body) = &rows[row];
+    let c = match rng.gen_range(0..100) {
+        0..=54 => {
+            let (fields, _) = fields(body);
+            let byte = rng.gen_range(0..body.len());
+            Corruption::Flip {
+                row,
+                byte,
+                bit: rng.gen_range(0..8),
+                field: fields[byte],
+            }
+        }
+        55..=62 => Corruption::Delete { row },
+        63..=69 => {
+            let peers: Vec<usize> = (0..rows.len())
+                .filter(|&j| j != row && rows[j].1 == *depth && rows[j].2 != *body)
+                .collect();
+            let b = *peers.get(rng.gen_range(0..peers.len().max(1)))?;
+            Corruption::SwapRows { a: row, b }
+        }
+        70..=76 => {
+            let (_, bottoms) = fields(body);
+            let at = *bottoms.get(rng.gen_range(0..bottoms.len().max(1)))?;
+            (body[at..at + 40] != body[at + 40..at + 80]).then_some(())?;
+            Corruption::SwapChildren { row, at }
+        }
+        77..=82 | 83..=88 if *depth > 0 => {
+            let bit = rng.gen_range(0..*depth as usize);
+            if exists(&flip_path(path, bit), *depth) {
+                return None;
+            }
+            if rng.gen_bool(0.5) {
+                Corruption::Move { row, bit }
+            } else {
+                Corruption::Duplicate { row, bit }
+            }
+        }
+        89..=92 => {
+            let top = rows.iter().position(|r| r.1 == 0)?;
+            (rows[top].2 != *body).then_some(())?;
+            Corruption::WrongRootRow { from: row }
+        }
+        93..=96 => Corruption::RootHash {
+            bit: rng.gen_range(0..256),
+        },
+        _ => Corruption::RootSum,
+    };
+    Some(c)
+}
+
+/// The statements that apply `c` to namespace `ns` (named `name`), with
+/// `?N` placeholders (Postgres gets `$N`), and their arguments.
+enum Arg {
+    Int(i64),
+    Blob(Vec<u8>),
+    Text(String),
+}
+
+fn statements(
+    c: &Corruption,
+    rows: &[StoredRow],
+    root_hash: &[u8],
+    ns: i64,
+    name: &str,
+) -> Vec<(&'static str, Vec<Arg>)> {
+    use Arg::{Blob, Int, Text};
+    let key = |r: usize| vec![Int(ns), Blob(rows[r].0.clone()), Int(rows[r].1)];
+    const SET_BODY: &str =
+        "UPDATE ms_smt_strata SET body = ?4 WHERE ns = ?1 AND path = ?2 AND depth = ?3";
+    let set_body = |r: usize, body: Vec<u8>| {
+        let mut a = key(r);
+        a.push(Blob(body));
+        (SET_BODY, a)
+    };
+    match c {
+        Corruption::Flip { row, byte, bit, .. } => {
+            let mut body = rows[*row].2.clone();
+            body[*byte] ^= 1 << bit;
+            vec![set_body(*row, body)]
+        }
+        Corruption::Delete { row } => vec![(
+            "DELETE FROM ms_smt_strata WHERE ns = ?1 AND path = ?2 AND depth = ?3",
+            key(*row),
+        )],
+        Corruption::SwapRows { a, b } => vec![
+            set_body(*a, rows[*b].2.clone()),
+            set_body(*b, rows[*a].2.clone()),
+        ],
+        Corruption::SwapChildren { row, at } => {
+            let mut body = rows[*row].2.clone();
+            let (l, r) = body[*at..*at + 80].split_at_mut(40);
+            l.swap_with_slice(r);
+            vec![set_body(*row, body)]
+        }
+        Corruption::Move { row, bit } => {
+            let mut a = key(*row);
+            a.push(Blob(flip_path(&rows[*row].0, *bit)));
+            vec![(
+                "UPDATE ms_smt_strata SET path = ?4 WHERE ns = ?1 AND path = ?2 AND depth = ?3",
+                a,
+            )]
+        }
+        Corruption::Duplicate { row, bit } => vec![(
+            "INSERT INTO ms_smt_strata (ns, path, depth, body) VALUES (?1, ?2, ?3, ?4)",
+            vec![
+                Int(ns),
+                Blob(flip_path(&rows[*row].0, *bit)),
+                Int(rows[*row].1),
+                Blob(rows[*row].2.clone()),
+            ],
+        )],
+        Corruption::WrongRootRow { from } => {
+            let top = rows.iter().position(|r| r.1 == 0).expect("top row");
+            vec![set_body(top, rows[*from].2.clone())]
+        }
+        Corruption::RootHash { bit } => vec![(
+            "UPDATE ms_smt_namespaces SET root_hash = ?2 WHERE name = ?1",
+            vec![Text(name.to_owned()), Blob(flip_path(root_hash, *bit))],
+        )],
+        Corruption::RootSum => vec![(
+            "UPDATE ms_smt_namespaces SET root_sum = root_sum + 1 WHERE name = ?1",
+            vec![Text(name.to_owned())],
+        )],
+    }
+}
+
+/// What a campaign saw.
+#[derive(Default, Debug)]
+struct Tally {
+    /// Corruptions by kind: (applied, flagged by the audit).
+    kinds: BTreeMap<String, (u64, u64)>,
+    /// Problems reported, by variant.
+    problems: BTreeMap<String, u64>,
+    /// Reads that returned a typed error.
+    read_errors: u64,
+    /// Keys whose (leaf, proof) failed verification against the stored root.
+    unverified: u64,
+    /// Keys whose (leaf, proof) verified (and were the model's leaf).
+    verified: u64,
+}
+
+impl Tally {
+    fn print(&self, what: &str) {
+        let applied: u64 = self.kinds.values().map(|v| v.0).sum();
+        let flagged: u64 = self.kinds.values().map(|v| v.1).sum();
+        println!("{what}: {flagged}/{applied} corruptions flagged by the audit");
+        for (kind, (a, f)) in &self.kinds {
+            println!("  {kind:<16} {f}/{a}");
+        }
+        println!("  problems reported: {:?}", self.problems);
+        println!(
+            "  reads: {} typed errors; per key: {} failed verification, {} verified and correct",
+            self.read_errors, self.unverified, self.verified
+        );
+    }
+}
+
+/// Audits a corrupted tree and reads `keys` from it: the audit must flag
+/// something, and a read must fail with a typed error or return data that
+/// fails verification unless it is the model's (correct) leaf.
+async fn check_corrupted<S: TreeStore, L: Layout>(
+    tree: &Tree<S, L>,
+    model: &Model,
+    keys: &[Key],
+    c: &Corruption,
+    tally: &mut Tally,
+) {
+    let report = tree
+        .audit()
+        .await
+        .expect("an audit reads, whatever it finds");
+    let entry = tally.kinds.entry(c.kind()).or_default();
+    entry.0 += 1;
+    assert!(!report.is_clean(), "{c:?} went unnoticed");
+    entry.1 += 1;
+    for p in &report.problems {
+        let name = format!("{p:?}")
+            .split([' ', '{', '('])
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        *tally.problems.entry(name).or_default() += 1;
+    }
+    let reads = async {
+        let root = tree.root().await?;
+        let leaves = tree.get_many(keys).await?;
+        let proofs = tree.merkle_proofs(keys).await?;
+        Ok::<_, TreeError<S::Error>>((root, leaves, proofs))
+    };
+    match reads.await {
+        Err(_) => tally.read_errors += 1,
+        Ok((root, leaves, proofs)) => {
+            for ((key, leaf), proof) in keys.iter().zip(&leaves).zip(&proofs) {
+                if proof.verify(key, leaf, &root) {
+                    let want = model.get(key).cloned().unwrap_or_else(Leaf::empty);
+                    assert_eq!(*leaf, want, "{c:?}: a wrong leaf verified");
+                    tally.verified += 1;
+                } else {
+                    tally.unverified += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Some present and some absent keys.
+fn sample_keys(rng: &mut StdRng, model: &Model, tag: &str) -> Vec<Key> {
+    let mut present: Vec<&Key> = model.keys().collect();
+    present.sort_by_key(|k| k.0);
+    let mut keys: Vec<Key> = (0..6)
+        .map(|_| *present[rng.gen_range(0..present.len())])
+        .collect();
+    keys.extend((0..3).map(|_| hkey(tag, rng.gen_range(1_000_000..2_000_000))));
+    keys
+}
+
+/// Corruptions per layout and store.
+const CORRUPTIONS: usize = 500;
+
+fn to_pg(sql: &str) -> String {
+    sql.replace('?', "$")
+}
+
+async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed: u64) {
+    let name = unique("corrupt");
+    let tree = Tree::<_, L>::new(store.namespace(&name));
+    let model = build(&tree, &name, leaves_for::<L>()).await;
+    let (ns, root_hash): (i64, Vec<u8>) =
+        sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = ?1")
+            .bind(&name)
+            .fetch_one(store.pool())
+            .await
+            .expect("namespace");
+    let rows: Vec<StoredRow> = sqlx::query_as(
+        "SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?1 ORDER BY path, depth",
+    )
+    .bind(ns)
+    .fetch_all(store.pool())
+    .await
+    .expect("rows");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut done = 0;
+    while done < CORRUPTIONS {
+        let Some(c) = draw(&mut rng, &rows) else {
+            continue;
+        };
+        let keys = sample_keys(&mut rng, &model, &name);
+        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut tx = conn.begin().await.expect("begin");
+        for (sql, args) in statements(&c, &rows, &root_hash, ns, &name) {
+            let mut q = sqlx::query(sql);
+            for a in args {
+                q = match a {
+                    Arg::Int(v) => q.bind(v),
+                    Arg::Blob(v) => q.bind(v),
+                    Arg::Text(v) => q.bind(v),
+                };
+            }
+            q.execute(&mut *tx).await.expect("corrupt");
+        }
+        {
+            let cold = store.namespace(&name).with_recent_nodes(0);
+            let tree = Tree::<_, L>::new(cold.in_transaction(&mut tx));
+            check_corrupted(&tree, &model, &keys, &c, tally).await;
+        }
+        tx.rollback().await.expect("rollback");
+        done += 1;
+    }
+    // Every corruption was rolled back: the tree is whole again.
+    assert_clean(&tree, &model, "sqlite after the campaign").await;
+}
+
+async fn pg_campaign<L: Layout>(store: &PostgresStore, tally: &mut Tally, seed: u64) {
+    let name = unique("corrupt");
+    let tree = Tree::<_, L>::new(store.namespace(&name));
+    let model = build(&tree, &name, leaves_for::<L>()).await;
+    let (ns, root_hash): (i64, Vec<u8>) =
+        sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = $1")
+            .bind(&name)
+            .fetch_one(store.pool())
+            .await
+            .expect("namespace");
+    let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
+        "SELECT path, depth, body FROM ms_smt_strata WHERE ns = $1 ORDER BY path, depth",
+    )
+    .bind(ns)
+    .fetch_all(store.pool())
+    .await
+    .expect("rows");
+    let rows: Vec<StoredRow> = rows
+        .into_iter()
+        .map(|(p, d, b)| (p, i64::from(d), b))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut done = 0;
+    while done < CORRUPTIONS {
+        let Some(c) = draw(&mut rng, &rows) else {
+            continue;
+        };
+        let keys = sample_keys(&mut rng, &model, &name);
+        let mut conn = store.pool().acquire().await.expect("conn");
+        let mut tx = conn.begin().await.expect("begin");
+        for (sql, args) in statements(&c, &rows, &root_hash, ns, &name) {
+            let sql = to_pg(sql);
+            let mut q = sqlx::query(&sql);
+            for a in args {
+                q = match a {
+                    Arg::Int(v) => q.bind(v),
+                    Arg::Blob(v) => q.bind(v),
+                    Arg::Text(v) => q.bind(v),
+                };
+            }
+            q.execute(&mut *tx).await.expect("corrupt");
+        }
+        {
+            let cold = store.namespace(&name).with_recent_nodes(0);
+            let tree = Tree::<_, L>::new(cold.in_transaction(&mut tx));
+            check_corrupted(&tree, &model, &keys, &c, tally).await;
+        }
+        tx.rollback().await.expect("rollback");
+        done += 1;
+    }
+    assert_clean(&tree, &model, "postgres after the campaign").await;
+}
+
+/// A full tree keeps 65 rows per key path: a smaller tree keeps the
+/// campaign quick.
+fn leaves_for<L: Layout>() -> u64 {
+    match L::KIND {
+        LayoutKind::Full => 60,
+        LayoutKind::Compacted => 240,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruptions_sqlite() {
+    let file = TempDb::new("audit_corrupt");
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    let mut tally = Tally::default();
+    sqlite_campaign::<Compacted>(&store, &mut tally, 1).await;
+    sqlite_campaign::<Full>(&store, &mut tally, 2).await;
+    tally.print("sqlite");
+    assert_eq!(
+        tally.kinds.values().map(|v| v.0).sum::<u64>(),
+        2 * CORRUPTIONS as u64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruptions_postgres() {
+    let Some(url) = pg_url("corruptions_postgres") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let mut tally = Tally::default();
+    pg_campaign::<Compacted>(&store, &mut tally, 3).await;
+    pg_campaign::<Full>(&store, &mut tally, 4).await;
+    tally.print("postgres");
+    assert_eq!(
+        tally.kinds.values().map(|v| v.0).sum::<u64>(),
+        2 * CORRUPTIONS as u64
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The hash-keyed layout (memory store)
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn corruptions_memory() {
+    for kind in [LayoutKind::Full, LayoutKind::Compacted] {
+        let store = MemoryStore::new();
+        let scan = match kind {
+            LayoutKind::Full => {
+                let tree = Tree::<_, Full>::new(store.clone());
+                build(&tree, "mem", 40).await;
+                store.scan_nodes().await.unwrap().unwrap()
+            }
+            LayoutKind::Compacted => {
+                let tree = Tree::<_, Compacted>::new(store.clone());
+                build(&tree, "mem", 120).await;
+                store.scan_nodes().await.unwrap().unwrap()
+            }
+        };
+        assert!(audit_nodes(kind, &scan).is_clean());
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut flagged = 0;
+        for round in 0..500 {
+            let mut bad = NodeScan {
+                root: scan.root,
+                nodes: scan.nodes.clone(),
+            };
+            let i = rng.gen_range(0..bad.nodes.len());
+            match round % 6 {
+                0 => {
+                    bad.nodes.remove(i);
+                }
+                1 => bad.nodes[i].2 += 1,
+                2 => bad.nodes.push((
+                    ms_smt::hash::sha256(&[round as u8, 1]),
+                    Node::Leaf(Leaf::new(b"orphan".to_vec(), 1)),
+                    1,
+                )),
+                3 => bad.root.sum ^= 1 << rng.gen_range(0..64),
+                _ => {
+                    let (_, node, _) = &mut bad.nodes[i];
+                    *node = match node.clone() {
+                        Node::Branch { left, right, sum } => Node::Branch {
+                            left: right,
+                            right: left,
+                            sum,
+                        },
+                        Node::Leaf(l) => Node::Leaf(Leaf::new(l.value().to_vec(), l.sum() ^ 1)),
+                        Node::Compacted { key, leaf } => Node::Compacted {
+                            key,
+                            leaf: Leaf::new([leaf.value(), b"x"].concat(), leaf.sum()),
+                        },
+                    };
+                    if bad.nodes[i].1 == scan.nodes[i].1 {
+                        continue;
+                    }
+                }
+            }
+            let report = audit_nodes(kind, &bad);
+            assert!(!report.is_clean(), "{kind:?} round {round} went unnoticed");
+            flagged += 1;
+        }
+        println!("memory {kind:?}: {flagged} corruptions flagged");
+    }
+}

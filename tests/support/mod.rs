@@ -1,0 +1,80 @@
+//! What the integration tests share: unique names, keys, temporary SQLite
+//! files and the Postgres URL rule (`MSSMT_PG_URL`, required when
+//! `MSSMT_REQUIRE_PG=1`).
+#![allow(dead_code)] // each test crate uses its own part of this module
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ms_smt::Key;
+use ms_smt::hash::sha256;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A name no other test (or earlier run against the same database) uses.
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{tag}-{}-{nanos:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A pseudo-random key.
+pub fn hkey(tag: &str, i: u64) -> Key {
+    Key(sha256(format!("{tag}/{i}").as_bytes()).0)
+}
+
+/// `tag` with everything but ASCII letters and digits replaced by `_`.
+pub fn sanitize(tag: &str) -> String {
+    tag.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// Removes a SQLite database file and its WAL/SHM companions on drop.
+pub struct TempDb {
+    /// The database file.
+    pub path: PathBuf,
+}
+
+impl TempDb {
+    /// A fresh path in the temporary directory.
+    pub fn new(tag: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("ms_smt_test_{}.db", sanitize(&unique(tag))));
+        TempDb { path }
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.path.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The Postgres URL, or `None` (after printing why) when the test must skip.
+pub fn pg_url(test: &str) -> Option<String> {
+    match std::env::var("MSSMT_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("MSSMT_REQUIRE_PG").as_deref() == Ok("1") {
+                panic!(
+                    "postgres test {test} FAILED: MSSMT_PG_URL is not set but MSSMT_REQUIRE_PG=1 \
+                     (run via scripts/with-postgres.sh)"
+                );
+            }
+            eprintln!(
+                "postgres test {test} SKIPPED: MSSMT_PG_URL is not set (run via scripts/with-postgres.sh)"
+            );
+            None
+        }
+    }
+}
