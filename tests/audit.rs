@@ -262,7 +262,7 @@ fn draw(rng: &mut StdRng, rows: &[StoredRow]) -> Option<Corruption> {
             (body[at..at + 40] != body[at + 40..at + 80]).then_some(())?;
             Corruption::SwapChildren { row, at }
         }
-        77..=82 | 83..=88 if *depth > 0 => {
+        77..=88 if *depth > 0 => {
             let bit = rng.gen_range(0..*depth as usize);
             if exists(&flip_path(path, bit), *depth) {
                 return None;
