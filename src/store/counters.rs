@@ -9,6 +9,7 @@ pub struct Counters {
     statements: AtomicU64,
     nodes_read: AtomicU64,
     nodes_written: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 /// A snapshot of a store's counters. Subtract two snapshots to measure one
@@ -26,6 +27,9 @@ pub struct StoreStats {
     /// Node lookups answered from the handle's
     /// [`RecentNodes`](super::RecentNodes) without asking the store.
     pub nodes_remembered: u64,
+    /// Commits refused because another writer had moved the root (the
+    /// tree then re-reads and retries).
+    pub conflicts: u64,
 }
 
 impl StoreStats {
@@ -39,6 +43,7 @@ impl StoreStats {
             nodes_remembered: self
                 .nodes_remembered
                 .saturating_sub(earlier.nodes_remembered),
+            conflicts: self.conflicts.saturating_sub(earlier.conflicts),
         }
     }
 }
@@ -60,6 +65,11 @@ impl Counters {
         self.nodes_written.fetch_add(nodes, Ordering::Relaxed);
     }
 
+    /// Records a commit refused because the root had moved.
+    pub fn conflict(&self) {
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The current values, with the hits of `recent` (if the handle has
     /// one) as [`StoreStats::nodes_remembered`].
     pub fn snapshot_with(&self, recent: &super::RecentNodes) -> StoreStats {
@@ -77,6 +87,7 @@ impl Counters {
             statements: self.statements.load(Ordering::Relaxed),
             nodes_read: self.nodes_read.load(Ordering::Relaxed),
             nodes_written: self.nodes_written.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
         }
     }
 }

@@ -254,6 +254,7 @@ impl TreeStore for MemoryStore {
         self.counters.round_trip(1);
         let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
         if space.root != batch.old_root {
+            self.counters.conflict();
             return Ok(CommitOutcome::RootMoved {
                 current: space.root,
             });

@@ -557,9 +557,11 @@ async fn commit_on(
     lock_namespace(conn, space).await?;
     let current = load_root(conn, space).await?;
     if current != batch.old_root {
+        space.counters.conflict();
         return Ok(CommitOutcome::RootMoved { current });
     }
     let Some(info) = namespace(conn, space, true).await? else {
+        space.counters.conflict();
         return Ok(CommitOutcome::RootMoved { current });
     };
     let keys = strata::touched_rows(batch, info.height);
