@@ -30,8 +30,8 @@ use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
 use super::sql::{
-    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, decode_root, decode_rows,
-    feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_root,
+    decode_rows, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -776,31 +776,37 @@ impl TreeStore for PostgresStore {
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
         self.space.counters.round_trip(1);
-        let mut tx = self.pool.begin().await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
         let outcome = commit_on(&mut tx, &self.space, batch).await?;
         self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => tx.commit().await?,
             CommitOutcome::RootMoved { .. } => tx.rollback().await?,
         }
+        conn.release();
         Ok(outcome)
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
         delete_all_on(&mut tx, &self.space).await?;
         tx.commit().await?;
+        conn.release();
         Ok(())
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
         // One snapshot for every page.
-        let mut tx = self.pool.begin().await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
         scan_rows_on(&mut tx, &self.space, sink).await?;
         tx.commit().await?;
+        conn.release();
         Ok(true)
     }
 

@@ -535,6 +535,51 @@ pub(crate) fn decode_root(
     }
 }
 
+/// A pooled connection for one transaction that goes back to the pool
+/// only when the transaction ended cleanly ([`release`](Self::release)).
+///
+/// Dropped any other way (the caller's future cancelled mid-transaction,
+/// or an error, `BEGIN` included), it is detached from the pool and
+/// closed, so the server rolls the transaction back and no later borrower
+/// inherits it. sqlx 0.8 returns such connections to the pool with the
+/// transaction open or half-begun (sqlx #3932 for SQLite `begin_with`,
+/// #4385/#4393 for a cancelled Postgres `begin`); `tests/cancellation.rs`
+/// drops every operation at every await point to check this.
+pub(crate) struct TxConnection<DB: sqlx::Database> {
+    conn: Option<sqlx::pool::PoolConnection<DB>>,
+}
+
+impl<DB: sqlx::Database> TxConnection<DB> {
+    /// A connection from `pool`.
+    pub async fn acquire(pool: &sqlx::Pool<DB>) -> Result<Self, sqlx::Error> {
+        Ok(TxConnection {
+            conn: Some(pool.acquire().await?),
+        })
+    }
+
+    /// The connection.
+    pub fn conn(&mut self) -> &mut DB::Connection {
+        match self.conn.as_deref_mut() {
+            Some(conn) => conn,
+            // Only `release` and `drop` take it, and both consume `self`.
+            None => unreachable!("a TxConnection is used after release"),
+        }
+    }
+
+    /// The transaction ended (committed or rolled back): back to the pool.
+    pub fn release(mut self) {
+        drop(self.conn.take());
+    }
+}
+
+impl<DB: sqlx::Database> Drop for TxConnection<DB> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            drop(conn.detach());
+        }
+    }
+}
+
 /// Rows per statement of a namespace scan.
 pub(crate) const SCAN_PAGE: usize = 2048;
 

@@ -37,8 +37,8 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
-    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, decode_rows, feed_page,
-    merge, path_nodes, sum_to_sql, walk_rows,
+    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_rows,
+    feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -787,28 +787,34 @@ impl TreeStore for SqliteStore {
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
         self.space.counters.round_trip(1);
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
         let outcome = commit_on(&mut tx, &self.space, batch).await?;
         self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => tx.commit().await?,
             CommitOutcome::RootMoved { .. } => tx.rollback().await?,
         }
+        conn.release();
         Ok(outcome)
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
         delete_all_on(&mut tx, &self.space).await?;
         tx.commit().await?;
+        conn.release();
         Ok(())
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
         // A read transaction: every page sees the same snapshot.
-        let mut tx = self.pool.begin().await?;
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
         scan_rows_on(&mut tx, &self.space, sink).await?;
         tx.commit().await?;
+        conn.release();
         Ok(true)
     }
 
