@@ -60,7 +60,7 @@ fn batch(tag: &str, round: u64, size: u64) -> Vec<(Key, Leaf)> {
     (0..size)
         .map(|i| {
             let key = hkey(tag, (round * 7 + i) % 300);
-            let leaf = if (round + i) % 5 == 0 {
+            let leaf = if (round + i).is_multiple_of(5) {
                 Leaf::empty()
             } else {
                 Leaf::new(format!("{round}/{i}").into_bytes(), round * 10 + i + 1)
