@@ -13,11 +13,13 @@
 //!   depend on statistics.
 //! * Writes: one transaction per commit: a per-namespace advisory lock, the
 //!   root check, one read of the rows the batch touches, the merge in
-//!   process, one `INSERT ... ON CONFLICT` of the changed rows, one
-//!   `DELETE` of the rows left empty, one root update.
+//!   process, then ONE statement that upserts the changed rows, deletes the
+//!   rows left empty and sets the root (so a cancelled commit is all or
+//!   nothing even without a transaction of its own).
 //! * Inside a caller's transaction ([`PostgresStore::in_transaction`]) the
-//!   same statements run under a savepoint; the advisory lock is held until
-//!   the caller's transaction ends.
+//!   same statements run directly in it, with no savepoint (sqlx's
+//!   savepoints are not safe to cancel; see `write_commit`); the advisory
+//!   lock is held until the caller's transaction ends.
 //! * A database written by earlier versions (one row per node hash) is
 //!   migrated when opened, one transaction per namespace (see
 //!   [`PostgresStore::migrate`]).
@@ -31,7 +33,7 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::sql::{
     MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_root,
-    decode_rows, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    decode_rows, detached, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -299,7 +301,10 @@ impl PostgresStore {
 
     /// A store for this namespace that runs on the caller's open
     /// transaction (`&mut *tx`): the tree's writes commit or roll back with
-    /// the caller's own rows. Writes run under a savepoint. Use the default
+    /// the caller's own rows. Each commit's writes are one statement, so a
+    /// commit is never half-applied, even when its future is dropped; a
+    /// failed statement aborts the caller's transaction, as any failed
+    /// statement does in Postgres. Use the default
     /// READ COMMITTED isolation: a write that loses a race re-reads the root,
     /// which a REPEATABLE READ snapshot would hide.
     pub fn in_transaction<'c>(&self, conn: &'c mut PgConnection) -> PostgresTxStore<'c> {
@@ -419,32 +424,33 @@ async fn namespace(conn: &mut PgConnection, space: &Space, create: bool) -> Res<
 /// The planner's row estimate for a recursive query is a guess that grows
 /// with the start array, and past `jit_above_cost` the server JIT-compiles
 /// the plan: ~200 ms of LLVM work for a query that runs in ~20 ms. Unless
-/// the session already runs without JIT, a large walk runs in a
-/// transaction (a savepoint when the caller already holds one) that sets
-/// `jit = off` locally and is rolled back afterwards.
+/// the session already runs without JIT, a large walk sets `jit = off`
+/// locally (`set_local_jit_off`): the pool store in a read transaction of
+/// its own (rolled back afterwards), the caller's-transaction store in the
+/// caller's transaction, where it lasts until that transaction ends (no
+/// savepoint: see [`write_commit`] for why).
 async fn fetch_key_paths(
     conn: &mut PgConnection,
     space: &Space,
     starts: &[PathStart],
     siblings: bool,
-    jit_off: bool,
+    set_local_jit_off: bool,
 ) -> Res<Vec<(Hash, Node)>> {
     let Some(info) = namespace(conn, space, false).await? else {
         return Ok(Vec::new());
     };
-    let guard = !jit_off && starts.len() >= JIT_GUARD_MIN_STARTS;
-    if guard {
+    if set_local_jit_off {
         space.counters.round_trip(1);
-        let mut tx = conn.begin().await?;
-        space.counters.round_trip(1);
-        sqlx::query("SET LOCAL jit = off").execute(&mut *tx).await?;
-        let nodes = walk(&mut tx, space, info, starts, siblings).await?;
-        space.counters.round_trip(1);
-        tx.rollback().await?;
-        Ok(nodes)
-    } else {
-        walk(conn, space, info, starts, siblings).await
+        sqlx::query("SET LOCAL jit = off")
+            .execute(&mut *conn)
+            .await?;
     }
+    walk(conn, space, info, starts, siblings).await
+}
+
+/// True when a walk of `starts` needs JIT turned off for itself.
+fn needs_jit_guard(jit_off: bool, starts: &[PathStart]) -> bool {
+    !jit_off && starts.len() >= JIT_GUARD_MIN_STARTS
 }
 
 /// The walk query itself (see [`fetch_key_paths`]). Every row read is a
@@ -572,21 +578,13 @@ async fn commit_on(
         read_rows(conn, space, info, &unknown).await?
     };
     let changes = merge(space, info.height, batch, keys, known, stored)?;
-    write_rows(conn, info.id, &changes, space).await?;
-    space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
         (
             batch.new_root.hash.0.to_vec(),
             sum_to_sql(batch.new_root.sum),
         )
     });
-    let (hash, sum) = root.unzip();
-    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2 WHERE id = $3")
-        .bind(hash)
-        .bind(sum)
-        .bind(info.id)
-        .execute(&mut *conn)
-        .await?;
+    write_commit(conn, info.id, &changes, root, space).await?;
     space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
 }
@@ -610,6 +608,67 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
         )
     })
     .unzip()
+}
+
+/// Writes a merge's row changes and the new root (`None`: empty) in ONE
+/// statement: the upsert and the delete are data-modifying CTEs of the
+/// root's UPDATE.
+///
+/// One statement is atomic whatever happens to the caller: a future
+/// dropped mid-commit either sent it (it runs whole) or did not (nothing
+/// changed). That is what lets the caller's-transaction mode write without
+/// a savepoint: sqlx 0.8.6 and 0.9.0 both mishandle a savepoint `begin`
+/// cancelled before its reply (the guard queues a rollback at the
+/// unincremented depth: `ROLLBACK` of the caller's whole transaction at
+/// depth 1), which silently discarded the host's own writes in
+/// `tests/cancellation.rs`.
+async fn write_commit(
+    conn: &mut PgConnection,
+    ns: i64,
+    changes: &[RowChange],
+    root: Option<(Vec<u8>, i64)>,
+    space: &Space,
+) -> Res<()> {
+    let mut put_keys = Vec::new();
+    let mut bodies: Vec<&[u8]> = Vec::new();
+    let mut gone = Vec::new();
+    for change in changes {
+        match change {
+            RowChange::Put(key, body) => {
+                put_keys.push(key);
+                bodies.push(body);
+            }
+            RowChange::Delete(key) => gone.push(key),
+        }
+    }
+    let (put_paths, put_depths) = key_arrays(put_keys.into_iter());
+    let (gone_paths, gone_depths) = key_arrays(gone.into_iter());
+    let (hash, sum) = root.unzip();
+    space.counters.round_trip(1);
+    sqlx::query(
+        "WITH put AS ( \
+             INSERT INTO ms_smt_strata (ns, path, depth, body) \
+             SELECT $1, * FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) \
+             ON CONFLICT (ns, path, depth) DO UPDATE SET body = EXCLUDED.body), \
+         gone AS ( \
+             DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
+                 SELECT n.ctid FROM UNNEST($5::bytea[], $6::int4[]) AS k(path, depth) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT ctid FROM ms_smt_strata m \
+                     WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n))) \
+         UPDATE ms_smt_namespaces SET root_hash = $7, root_sum = $8 WHERE id = $1",
+    )
+    .bind(ns)
+    .bind(put_paths)
+    .bind(put_depths)
+    .bind(bodies)
+    .bind(gone_paths)
+    .bind(gone_depths)
+    .bind(hash)
+    .bind(sum)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The stored bodies of the rows at `keys`.
@@ -696,7 +755,6 @@ async fn write_rows(
     Ok(())
 }
 
-/// Removes the namespace's rows (one key range) and its root.
 /// Hands `sink` the namespace's root and every row in key order, a page
 /// per statement (run inside one transaction: one snapshot).
 async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn RowSink) -> Res<()> {
@@ -726,20 +784,22 @@ async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn Row
     }
 }
 
+/// Removes the namespace's rows (one key range) and its root, in one
+/// statement (see [`write_commit`] for why one).
 async fn delete_all_on(conn: &mut PgConnection, space: &Space) -> Res<()> {
     lock_namespace(conn, space).await?;
     let Some(info) = namespace(conn, space, false).await? else {
         return Ok(());
     };
-    space.counters.round_trip(2);
-    sqlx::query("DELETE FROM ms_smt_strata WHERE ns = $1")
-        .bind(info.id)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = $1")
-        .bind(info.id)
-        .execute(&mut *conn)
-        .await?;
+    space.memo_clear();
+    space.counters.round_trip(1);
+    sqlx::query(
+        "WITH gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
+         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = $1",
+    )
+    .bind(info.id)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
@@ -759,10 +819,20 @@ impl TreeStore for PostgresStore {
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
-        let mut conn = self.pool.acquire().await?;
-        fetch_key_paths(&mut conn, &self.space, starts, siblings, self.jit_off)
-            .await
-            .map(Some)
+        if !needs_jit_guard(self.jit_off, starts) {
+            let mut conn = self.pool.acquire().await?;
+            return fetch_key_paths(&mut conn, &self.space, starts, siblings, false)
+                .await
+                .map(Some);
+        }
+        self.space.counters.round_trip(1);
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
+        let nodes = fetch_key_paths(&mut tx, &self.space, starts, siblings, true).await?;
+        self.space.counters.round_trip(1);
+        tx.rollback().await?;
+        conn.release();
+        Ok(Some(nodes))
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
@@ -775,26 +845,38 @@ impl TreeStore for PostgresStore {
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        self.space.counters.round_trip(1);
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin().await?;
-        let outcome = commit_on(&mut tx, &self.space, batch).await?;
-        self.space.counters.round_trip(1);
-        match outcome {
-            CommitOutcome::Committed => tx.commit().await?,
-            CommitOutcome::RootMoved { .. } => tx.rollback().await?,
-        }
-        conn.release();
-        Ok(outcome)
+        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.clone());
+        detached(move |caller_gone| async move {
+            space.counters.round_trip(1);
+            let mut conn = TxConnection::acquire(&pool).await?;
+            let mut tx = conn.conn().begin().await?;
+            let outcome = commit_on(&mut tx, &space, &batch).await?;
+            space.counters.round_trip(1);
+            match outcome {
+                CommitOutcome::Committed if !caller_gone.get() => tx.commit().await?,
+                _ => tx.rollback().await?,
+            }
+            conn.release();
+            Ok(outcome)
+        })
+        .await
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin().await?;
-        delete_all_on(&mut tx, &self.space).await?;
-        tx.commit().await?;
-        conn.release();
-        Ok(())
+        let (pool, space) = (self.pool.clone(), self.space.clone());
+        detached(move |caller_gone| async move {
+            let mut conn = TxConnection::acquire(&pool).await?;
+            let mut tx = conn.conn().begin().await?;
+            delete_all_on(&mut tx, &space).await?;
+            if caller_gone.get() {
+                tx.rollback().await?;
+            } else {
+                tx.commit().await?;
+            }
+            conn.release();
+            Ok(())
+        })
+        .await
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
@@ -836,9 +918,15 @@ impl TreeStore for PostgresTxStore<'_> {
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(&mut conn, &self.space, starts, siblings, false)
-            .await
-            .map(Some)
+        fetch_key_paths(
+            &mut conn,
+            &self.space,
+            starts,
+            siblings,
+            needs_jit_guard(false, starts),
+        )
+        .await
+        .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
@@ -851,24 +939,15 @@ impl TreeStore for PostgresTxStore<'_> {
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
+        // No savepoint: every write of a commit is one statement
+        // (`write_commit`), and a root that moved is found before it.
         let mut conn = self.conn.lock().await;
-        self.space.counters.round_trip(1);
-        let mut savepoint = conn.begin().await?;
-        let outcome = commit_on(&mut savepoint, &self.space, batch).await?;
-        self.space.counters.round_trip(1);
-        match outcome {
-            CommitOutcome::Committed => savepoint.commit().await?,
-            CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
-        }
-        Ok(outcome)
+        commit_on(&mut conn, &self.space, batch).await
     }
 
     async fn delete_all(&self) -> Res<()> {
         let mut conn = self.conn.lock().await;
-        let mut savepoint = conn.begin().await?;
-        delete_all_on(&mut savepoint, &self.space).await?;
-        savepoint.commit().await?;
-        Ok(())
+        delete_all_on(&mut conn, &self.space).await
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {

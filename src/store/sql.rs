@@ -1,6 +1,7 @@
 //! Pieces both SQL stores share: the error type, sum bit-casting, row
 //! decoding and the folding of a batch into per-row changes.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::strata::{Row, RowChange, RowKey, RowMap, RowSink, StrataError, StratumHeight};
@@ -56,6 +57,10 @@ pub enum SqlStoreError {
     /// The stratum height asked for is outside 1..=6.
     #[error("stratum height {0} is outside 1..=6")]
     StratumHeight(i64),
+    /// The runtime shut down while a write ran on its own task (see
+    /// [`TreeStore::commit`](super::TreeStore::commit) on the pool stores).
+    #[error("the async runtime shut down before the write finished")]
+    RuntimeShutdown,
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {
@@ -577,6 +582,51 @@ impl<DB: sqlx::Database> Drop for TxConnection<DB> {
         if let Some(conn) = self.conn.take() {
             drop(conn.detach());
         }
+    }
+}
+
+/// Set when the caller stopped waiting for a [`detached`] write.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallerGone(Arc<std::sync::atomic::AtomicBool>);
+
+impl CallerGone {
+    /// True once the caller's future was dropped: a write that has not
+    /// sent COMMIT yet rolls back instead.
+    pub fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Marks the caller gone when the awaiting future is dropped.
+struct OnDrop(CallerGone);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        (self.0).0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Runs a write transaction on its own task and waits for it.
+///
+/// A caller's future may be dropped at any await point (a timeout, a
+/// `select!`, a client going away). Dropping sqlx futures in the middle
+/// of a transaction is where its connection bugs live (sqlx #3932,
+/// #4385, #4393), and on SQLite a dropped `delete_all` was seen to land
+/// after later writes. On its own task the transaction always runs to its
+/// end: it commits, or, when the caller is gone before COMMIT, rolls back.
+/// A panic inside is re-raised in the caller.
+pub(crate) async fn detached<T, F>(work: impl FnOnce(CallerGone) -> F) -> Result<T, SqlStoreError>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, SqlStoreError>> + Send + 'static,
+{
+    let gone = CallerGone::default();
+    let handle = tokio::spawn(work(gone.clone()));
+    let _mark = OnDrop(gone);
+    match handle.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(SqlStoreError::RuntimeShutdown),
     }
 }
 

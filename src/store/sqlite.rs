@@ -38,7 +38,7 @@ use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::sql::{
     MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_rows,
-    feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    detached, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
@@ -786,26 +786,38 @@ impl TreeStore for SqliteStore {
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        self.space.counters.round_trip(1);
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
-        let outcome = commit_on(&mut tx, &self.space, batch).await?;
-        self.space.counters.round_trip(1);
-        match outcome {
-            CommitOutcome::Committed => tx.commit().await?,
-            CommitOutcome::RootMoved { .. } => tx.rollback().await?,
-        }
-        conn.release();
-        Ok(outcome)
+        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.clone());
+        detached(move |caller_gone| async move {
+            space.counters.round_trip(1);
+            let mut conn = TxConnection::acquire(&pool).await?;
+            let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
+            let outcome = commit_on(&mut tx, &space, &batch).await?;
+            space.counters.round_trip(1);
+            match outcome {
+                CommitOutcome::Committed if !caller_gone.get() => tx.commit().await?,
+                _ => tx.rollback().await?,
+            }
+            conn.release();
+            Ok(outcome)
+        })
+        .await
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
-        delete_all_on(&mut tx, &self.space).await?;
-        tx.commit().await?;
-        conn.release();
-        Ok(())
+        let (pool, space) = (self.pool.clone(), self.space.clone());
+        detached(move |caller_gone| async move {
+            let mut conn = TxConnection::acquire(&pool).await?;
+            let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
+            delete_all_on(&mut tx, &space).await?;
+            if caller_gone.get() {
+                tx.rollback().await?;
+            } else {
+                tx.commit().await?;
+            }
+            conn.release();
+            Ok(())
+        })
+        .await
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
