@@ -29,6 +29,7 @@
 pub mod audit;
 pub mod empty;
 pub mod error;
+pub mod failpoint;
 pub mod hash;
 pub mod key;
 pub mod leaf;

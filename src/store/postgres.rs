@@ -37,6 +37,7 @@ use super::sql::{
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -570,6 +571,7 @@ async fn commit_on(
         space.counters.conflict();
         return Ok(CommitOutcome::RootMoved { current });
     };
+    fail_point!(space, "root_checked");
     let keys = strata::touched_rows(batch, info.height);
     let (known, unknown) = space.memo_take(&batch.old_root, &keys);
     let stored = if unknown.is_empty() {
@@ -578,6 +580,7 @@ async fn commit_on(
         read_rows(conn, space, info, &unknown).await?
     };
     let changes = merge(space, info.height, batch, keys, known, stored)?;
+    fail_point!(space, "merged");
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
         (
             batch.new_root.hash.0.to_vec(),
@@ -585,6 +588,7 @@ async fn commit_on(
         )
     });
     write_commit(conn, info.id, &changes, root, space).await?;
+    fail_point!(space, "written");
     space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
 }
@@ -850,10 +854,15 @@ impl TreeStore for PostgresStore {
             space.counters.round_trip(1);
             let mut conn = TxConnection::acquire(&pool).await?;
             let mut tx = conn.conn().begin().await?;
+            fail_point!(space, "begin");
             let outcome = commit_on(&mut tx, &space, &batch).await?;
             space.counters.round_trip(1);
             match outcome {
-                CommitOutcome::Committed if !caller_gone.get() => tx.commit().await?,
+                CommitOutcome::Committed if !caller_gone.get() => {
+                    fail_point!(space, "before_commit");
+                    tx.commit().await?;
+                    fail_point!(space, "after_commit");
+                }
                 _ => tx.rollback().await?,
             }
             conn.release();

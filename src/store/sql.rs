@@ -57,6 +57,13 @@ pub enum SqlStoreError {
     /// The stratum height asked for is outside 1..=6.
     #[error("stratum height {0} is outside 1..=6")]
     StratumHeight(i64),
+    /// A test armed a failpoint (cargo feature `failpoints`) at `point`.
+    #[cfg(feature = "failpoints")]
+    #[error("failpoint {point} fired")]
+    Injected {
+        /// The point.
+        point: &'static str,
+    },
     /// The runtime shut down while a write ran on its own task (see
     /// [`TreeStore::commit`](super::TreeStore::commit) on the pool stores).
     #[error("the async runtime shut down before the write finished")]

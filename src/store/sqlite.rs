@@ -42,6 +42,7 @@ use super::sql::{
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 
@@ -589,11 +590,14 @@ async fn commit_on(
         space.counters.conflict();
         return Ok(CommitOutcome::RootMoved { current });
     };
+    fail_point!(space, "root_checked");
     let keys = strata::touched_rows(batch, info.height);
     let (known, unknown) = space.memo_take(&batch.old_root, &keys);
     let stored = read_rows(conn, info, &unknown, &space.counters).await?;
     let changes = merge(space, info.height, batch, keys, known, stored)?;
+    fail_point!(space, "merged");
     write_rows(conn, info.id, &changes, &space.counters).await?;
+    fail_point!(space, "written");
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
         (
@@ -791,10 +795,15 @@ impl TreeStore for SqliteStore {
             space.counters.round_trip(1);
             let mut conn = TxConnection::acquire(&pool).await?;
             let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
+            fail_point!(space, "begin");
             let outcome = commit_on(&mut tx, &space, &batch).await?;
             space.counters.round_trip(1);
             match outcome {
-                CommitOutcome::Committed if !caller_gone.get() => tx.commit().await?,
+                CommitOutcome::Committed if !caller_gone.get() => {
+                    fail_point!(space, "before_commit");
+                    tx.commit().await?;
+                    fail_point!(space, "after_commit");
+                }
                 _ => tx.rollback().await?,
             }
             conn.release();
