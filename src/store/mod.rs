@@ -47,8 +47,12 @@ pub use strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 use std::future::Future;
 
 use crate::audit::NodeScan;
+use crate::error::TreeError;
 use crate::hash::Hash;
+use crate::key::Key;
+use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::tree::Layout;
 use strata::RowSink;
 
 /// Synchronous read access to nodes by hash: what the pure descent walks.
@@ -150,6 +154,20 @@ pub trait TreeStore: Send + Sync {
 
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
+
+    /// Runs a whole write of `batch` (read phase and commit) while holding
+    /// the namespace's write lock, and returns the new root. The tree
+    /// falls back to this when a write keeps losing optimistic races: a
+    /// large batch reads longer than small writers take to commit, so
+    /// without the lock it can lose every time. Stores without such a lock
+    /// return `Ok(None)` and the tree keeps retrying optimistically.
+    fn insert_exclusive<L: Layout>(
+        &self,
+        batch: &[(Key, Leaf)],
+    ) -> impl Future<Output = Result<Option<ComputedNode>, TreeError<Self::Error>>> + Send {
+        let _ = batch;
+        async { Ok(None) }
+    }
 
     /// Hands `sink` the namespace's root record and then every stored row
     /// in key order, all from one consistent snapshot (for

@@ -33,13 +33,17 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::sql::{
     MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_root,
-    decode_rows, detached, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use crate::error::TreeError;
 use crate::failpoint::fail_point;
 use crate::hash::Hash;
+use crate::key::Key;
+use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::tree::{Layout, Tree};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
 /// `_sqlx_migrations`, which belongs to the host application). Version 3
@@ -850,7 +854,7 @@ impl TreeStore for PostgresStore {
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
         let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.clone());
-        detached(move |caller_gone| async move {
+        detached_store(move |caller_gone| async move {
             space.counters.round_trip(1);
             let mut conn = TxConnection::acquire(&pool).await?;
             let mut tx = conn.conn().begin().await?;
@@ -871,9 +875,44 @@ impl TreeStore for PostgresStore {
         .await
     }
 
+    // TreeError is what the tree's own writes return; boxing it here only.
+    #[allow(clippy::result_large_err)]
+    async fn insert_exclusive<L: Layout>(
+        &self,
+        batch: &[(Key, Leaf)],
+    ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
+        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
+        let store = |e: sqlx::Error| TreeError::Store(SqlStoreError::from(e));
+        detached(
+            move |caller_gone| async move {
+                let mut conn = TxConnection::acquire(&pool).await.map_err(store)?;
+                let mut tx = conn.conn().begin().await.map_err(store)?;
+                lock_namespace(&mut tx, &space)
+                    .await
+                    .map_err(TreeError::Store)?;
+                let root = {
+                    let locked = PostgresTxStore {
+                        conn: Mutex::new(&mut *tx),
+                        space,
+                    };
+                    Tree::<_, L>::new(locked).insert_many(batch).await?
+                };
+                if caller_gone.get() {
+                    tx.rollback().await.map_err(store)?;
+                } else {
+                    tx.commit().await.map_err(store)?;
+                }
+                conn.release();
+                Ok(Some(root))
+            },
+            || Err(TreeError::Store(SqlStoreError::RuntimeShutdown)),
+        )
+        .await
+    }
+
     async fn delete_all(&self) -> Res<()> {
         let (pool, space) = (self.pool.clone(), self.space.clone());
-        detached(move |caller_gone| async move {
+        detached_store(move |caller_gone| async move {
             let mut conn = TxConnection::acquire(&pool).await?;
             let mut tx = conn.conn().begin().await?;
             delete_all_on(&mut tx, &space).await?;

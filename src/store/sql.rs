@@ -622,10 +622,13 @@ impl Drop for OnDrop {
 /// after later writes. On its own task the transaction always runs to its
 /// end: it commits, or, when the caller is gone before COMMIT, rolls back.
 /// A panic inside is re-raised in the caller.
-pub(crate) async fn detached<T, F>(work: impl FnOnce(CallerGone) -> F) -> Result<T, SqlStoreError>
+pub(crate) async fn detached<R, F>(
+    work: impl FnOnce(CallerGone) -> F,
+    shutdown: impl FnOnce() -> R,
+) -> R
 where
-    T: Send + 'static,
-    F: Future<Output = Result<T, SqlStoreError>> + Send + 'static,
+    R: Send + 'static,
+    F: Future<Output = R> + Send + 'static,
 {
     let gone = CallerGone::default();
     let handle = tokio::spawn(work(gone.clone()));
@@ -633,8 +636,19 @@ where
     match handle.await {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(SqlStoreError::RuntimeShutdown),
+        Err(_) => shutdown(),
     }
+}
+
+/// [`detached`] for store operations.
+pub(crate) async fn detached_store<T, F>(
+    work: impl FnOnce(CallerGone) -> F,
+) -> Result<T, SqlStoreError>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, SqlStoreError>> + Send + 'static,
+{
+    detached(work, || Err(SqlStoreError::RuntimeShutdown)).await
 }
 
 /// Rows per statement of a namespace scan.

@@ -95,6 +95,10 @@ pub type CompactedTree<S> = Tree<S, Compacted>;
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
+/// Lost optimistic races after which a write takes the namespace's write
+/// lock for its read phase and commit ([`TreeStore::insert_exclusive`]).
+pub const EXCLUSIVE_AFTER: u32 = 4;
+
 /// Default number of optimistic attempts per write.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
 
@@ -185,6 +189,11 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         let siblings =
             matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
         for attempt in 0..self.max_attempts {
+            if attempt >= EXCLUSIVE_AFTER
+                && let Some(root) = self.store.insert_exclusive::<L>(&batch).await?
+            {
+                return Ok(root);
+            }
             let Some((root, cache)) = self.read(&keys, siblings, true).await? else {
                 backoff(attempt).await;
                 continue;
