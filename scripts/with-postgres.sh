@@ -146,6 +146,17 @@ if ! find_pg_bins; then
     fi
 fi
 
+# The I/O fault tests (tests/io_faults.rs) inject syscall errors with strace.
+if ! command -v strace >/dev/null 2>&1; then
+    if [[ $IS_ROOT -eq 1 ]] && command -v apt-get >/dev/null 2>&1; then
+        log "strace not found; installing the Debian 'strace' package (tests/io_faults.rs needs it)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends strace </dev/null >&2 \
+            || die "apt-get install strace failed"
+    else
+        log "warning: strace not found; tests/io_faults.rs will fail (apt-get install strace)"
+    fi
+fi
+
 PSQL="$(find_client_tool psql)" \
     || die "psql not found (needed to create the test database)"
 PG_ISREADY="$(find_client_tool pg_isready)" || PG_ISREADY=""

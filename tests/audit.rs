@@ -452,8 +452,14 @@ fn sample_keys(rng: &mut StdRng, model: &Model, tag: &str) -> Vec<Key> {
     keys
 }
 
-/// Corruptions per layout and store.
-const CORRUPTIONS: usize = 500;
+/// Corruptions per layout and store (`MSSMT_AUDIT_CORRUPTIONS`, default
+/// 500; the reliability campaign runs 5,000).
+fn corruptions() -> usize {
+    std::env::var("MSSMT_AUDIT_CORRUPTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
 
 fn to_pg(sql: &str) -> String {
     sql.replace('?', "$")
@@ -478,7 +484,7 @@ async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed
     .expect("rows");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut done = 0;
-    while done < CORRUPTIONS {
+    while done < corruptions() {
         let Some(c) = draw(&mut rng, &rows) else {
             continue;
         };
@@ -531,7 +537,7 @@ async fn pg_campaign<L: Layout>(store: &PostgresStore, tally: &mut Tally, seed: 
         .collect();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut done = 0;
-    while done < CORRUPTIONS {
+    while done < corruptions() {
         let Some(c) = draw(&mut rng, &rows) else {
             continue;
         };
@@ -580,7 +586,7 @@ async fn corruptions_sqlite() {
     tally.print("sqlite");
     assert_eq!(
         tally.kinds.values().map(|v| v.0).sum::<u64>(),
-        2 * CORRUPTIONS as u64
+        2 * corruptions() as u64
     );
 }
 
@@ -596,7 +602,7 @@ async fn corruptions_postgres() {
     tally.print("postgres");
     assert_eq!(
         tally.kinds.values().map(|v| v.0).sum::<u64>(),
-        2 * CORRUPTIONS as u64
+        2 * corruptions() as u64
     );
 }
 

@@ -177,6 +177,9 @@ async fn check_after(db: &Path, run: &Run, stored_before: u64, what: &str) -> u6
     }
     let report = tree.audit().await.expect("audit");
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    drop(tree);
+    // Close the files now, so a tmpfs under them can be unmounted.
+    store.pool().close().await;
     stored
 }
 
@@ -261,7 +264,15 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
+        // Lazily if a file is still open: it goes when the last one closes.
+        let unmounted = Command::new("umount")
+            .arg(&self.dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !unmounted {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
