@@ -195,64 +195,69 @@ pub struct NodeScan {
     pub root: ComputedNode,
     /// Every stored node: hash it is filed under, node, reference count.
     pub nodes: Vec<(Hash, Node, u64)>,
+    /// The roots of the namespace's pins: their positions hold references
+    /// too, and their trees are checked like the current one.
+    pub pinned: Vec<ComputedNode>,
 }
 
-/// Audits a hash-keyed tree: walks every position from the root, checks
-/// that each node is filed under its own hash, that sums add up, that the
-/// shape is `layout`'s, that each node's reference count is the number of
-/// positions using it, and that every node is reached.
+/// Audits a hash-keyed tree: walks every position from the root (and from
+/// every pinned root), checks that each node is filed under its own hash,
+/// that sums add up, that the shape is `layout`'s, that each node's
+/// reference count is the number of positions using it, and that every
+/// node is reached.
 pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
     let mut report = AuditReport::new(scan.root);
     report.stored_items = scan.nodes.len() as u64;
     let nodes: HashMap<Hash, (&Node, u64)> =
         scan.nodes.iter().map(|(h, n, r)| (*h, (n, *r))).collect();
     let mut uses: HashMap<Hash, u64> = HashMap::new();
-    if scan.root != ComputedNode::empty_root() {
-        // Depth-first over positions; the tree is at most 257 levels deep.
-        let mut stack = vec![(Position::ROOT, scan.root, false)];
-        while let Some((pos, expected, lone)) = stack.pop() {
-            let at = Location::Position(pos);
-            let Some(&(node, _)) = nodes.get(&expected.hash) else {
-                report.found(Problem::Missing { at, expected });
-                continue;
-            };
-            let n = uses.entry(expected.hash).or_insert(0);
-            *n = n.saturating_add(1);
-            report.nodes = report.nodes.saturating_add(1);
-            if !matches!(node, Node::Branch { .. }) {
-                report.leaves = report.leaves.saturating_add(1);
+    // Depth-first over the positions of the current tree and of every
+    // pinned one; each tree is at most 257 levels deep.
+    let mut stack: Vec<(Position, ComputedNode, bool)> = std::iter::once(scan.root)
+        .chain(scan.pinned.iter().copied())
+        .filter(|root| *root != ComputedNode::empty_root())
+        .map(|root| (Position::ROOT, root, false))
+        .collect();
+    while let Some((pos, expected, lone)) = stack.pop() {
+        let at = Location::Position(pos);
+        let Some(&(node, _)) = nodes.get(&expected.hash) else {
+            report.found(Problem::Missing { at, expected });
+            continue;
+        };
+        let n = uses.entry(expected.hash).or_insert(0);
+        *n = n.saturating_add(1);
+        report.nodes = report.nodes.saturating_add(1);
+        if !matches!(node, Node::Branch { .. }) {
+            report.leaves = report.leaves.saturating_add(1);
+        }
+        let computed = check_node(layout, pos, node, lone, &mut report);
+        if let Some(c) = computed
+            && c != expected
+        {
+            report.found(mismatch(pos, expected, c));
+        }
+        if let Node::Branch { left, right, .. } = node
+            && pos.level() < MAX_LEVEL
+        {
+            let child_level = pos.level().saturating_add(1);
+            let empty = empty_hash(child_level);
+            let l_sum = nodes.get(left).map_or(0, |(n, _)| n.sum());
+            let r_sum = nodes.get(right).map_or(0, |(n, _)| n.sum());
+            match l_sum.checked_add(r_sum) {
+                None => report.found(Problem::SumOverflow { at: at.clone() }),
+                Some(children) if children != node.sum() => report.found(Problem::SumMismatch {
+                    at: at.clone(),
+                    stored: node.sum(),
+                    children,
+                }),
+                Some(_) => {}
             }
-            let computed = check_node(layout, pos, node, lone, &mut report);
-            if let Some(c) = computed
-                && c != expected
+            for (hash, sum, right_side, other) in
+                [(*right, r_sum, true, *left), (*left, l_sum, false, *right)]
             {
-                report.found(mismatch(pos, expected, c));
-            }
-            if let Node::Branch { left, right, .. } = node
-                && pos.level() < MAX_LEVEL
-            {
-                let child_level = pos.level().saturating_add(1);
-                let empty = empty_hash(child_level);
-                let l_sum = nodes.get(left).map_or(0, |(n, _)| n.sum());
-                let r_sum = nodes.get(right).map_or(0, |(n, _)| n.sum());
-                match l_sum.checked_add(r_sum) {
-                    None => report.found(Problem::SumOverflow { at: at.clone() }),
-                    Some(children) if children != node.sum() => {
-                        report.found(Problem::SumMismatch {
-                            at: at.clone(),
-                            stored: node.sum(),
-                            children,
-                        })
-                    }
-                    Some(_) => {}
-                }
-                for (hash, sum, right_side, other) in
-                    [(*right, r_sum, true, *left), (*left, l_sum, false, *right)]
-                {
-                    if hash != empty {
-                        let child = ComputedNode::new(hash, sum);
-                        stack.push((pos.child(right_side), child, other == empty));
-                    }
+                if hash != empty {
+                    let child = ComputedNode::new(hash, sum);
+                    stack.push((pos.child(right_side), child, other == empty));
                 }
             }
         }

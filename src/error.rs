@@ -71,6 +71,27 @@ pub enum TreeError<E: std::error::Error + 'static> {
         /// Attempts made.
         attempts: u32,
     },
+    /// No pin of that name exists in the tree's namespace.
+    #[error("no pin named {name:?}")]
+    NoSuchPin {
+        /// The name asked for.
+        name: String,
+    },
+    /// A request named a root the tree no longer has (serve such requests
+    /// from a pinned root).
+    #[error("the tree's root moved from {expected:?} to {current:?}")]
+    RootMoved {
+        /// The root the request named.
+        expected: crate::node::ComputedNode,
+        /// The tree's root now.
+        current: crate::node::ComputedNode,
+    },
+    /// A request asked for the children of a leaf position (level 256).
+    #[error("{position:?} is at the leaf level and has no children")]
+    NoChildren {
+        /// The position.
+        position: crate::position::Position,
+    },
     /// The store does not offer what the operation needs (for example a
     /// custom store without [`scan_rows`](crate::store::TreeStore::scan_rows)
     /// or [`scan_nodes`](crate::store::TreeStore::scan_nodes) cannot be audited).

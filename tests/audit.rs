@@ -633,6 +633,7 @@ async fn corruptions_memory() {
             let mut bad = NodeScan {
                 root: scan.root,
                 nodes: scan.nodes.clone(),
+                pinned: Vec::new(),
             };
             let i = rng.gen_range(0..bad.nodes.len());
             match round % 6 {

@@ -138,7 +138,19 @@ trait Backend {
     async fn open(&self) -> Result<Self::Store, SqlStoreError>;
     /// `ms_smt_migrations` once every migration of the engine has run.
     const VERSIONS: &'static [i64];
+    /// `ms_smt_migrations` when moving the old trees (version 3) failed:
+    /// the table changes after it have run first.
+    const VERSIONS_BEFORE_MOVE: &'static [i64];
 }
+
+/// The store's tables once every migration has run.
+const TABLES: [&str; 5] = [
+    "ms_smt_history",
+    "ms_smt_migrations",
+    "ms_smt_namespaces",
+    "ms_smt_pins",
+    "ms_smt_strata",
+];
 
 /// A database with the version-1 schema and ledger, no trees yet.
 async fn create_old_database<B: Backend>(backend: &B) -> B::Pool {
@@ -285,11 +297,14 @@ mod sqlite_engine {
         let before = pool.strata_dump().await;
         assert!(!before.0.is_empty(), "no strata rows to move");
 
-        // Back to what version 3 left: the version-2 table, no version 4.
+        // Back to what version 3 left: the version-2 table, no versions 4
+        // and 5 (no pins, history or version columns).
         sqlx::raw_sql(&format!(
             "ALTER TABLE ms_smt_strata RENAME TO t; {V2_STRATA}; \
              INSERT INTO ms_smt_strata SELECT ns, path, depth, body FROM t; DROP TABLE t; \
-             DELETE FROM ms_smt_migrations WHERE version = 4;"
+             DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+             DELETE FROM ms_smt_migrations WHERE version IN (4, 5);"
         ))
         .execute(&pool)
         .await
@@ -301,7 +316,7 @@ mod sqlite_engine {
 
         let store = file.open().await.expect("open the version-3 database");
         let pool = store.pool().clone();
-        assert_eq!(pool.versions().await, [1, 2, 3, 4], "ms_smt_migrations");
+        assert_eq!(pool.versions().await, [1, 2, 3, 4, 5], "ms_smt_migrations");
         let ddl = strata_ddl(&pool).await;
         assert!(
             ddl.len() == 2
@@ -311,11 +326,7 @@ mod sqlite_engine {
             "strata table after version 4: {ddl:?}"
         );
         assert_eq!(pool.strata_dump().await, before, "rows moved by version 4");
-        assert_eq!(
-            pool.tables().await,
-            ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
-            "tables"
-        );
+        assert_eq!(pool.tables().await, super::TABLES, "tables");
         for fx in &fixtures {
             check_any(fx, &store).await;
         }
@@ -325,7 +336,8 @@ mod sqlite_engine {
     impl Backend for SqliteFile {
         type Pool = SqlitePool;
         type Store = SqliteStore;
-        const VERSIONS: &'static [i64] = &[1, 2, 3, 4];
+        const VERSIONS: &'static [i64] = &[1, 2, 3, 4, 5];
+        const VERSIONS_BEFORE_MOVE: &'static [i64] = &[1, 2, 4, 5];
 
         async fn raw(&self) -> SqlitePool {
             let options = SqliteConnectOptions::new()
@@ -639,7 +651,8 @@ mod postgres_engine {
     impl Backend for PgSchema {
         type Pool = PgPool;
         type Store = PostgresStore;
-        const VERSIONS: &'static [i64] = &[1, 2, 3];
+        const VERSIONS: &'static [i64] = &[1, 2, 3, 4];
+        const VERSIONS_BEFORE_MOVE: &'static [i64] = &[1, 2, 4];
 
         async fn raw(&self) -> PgPool {
             self.pool.clone()
@@ -1324,7 +1337,7 @@ async fn old_database_migrates_intact<B: Backend>(backend: &B, engine: &str) {
     let pool = store.raw_pool();
     assert_eq!(
         pool.tables().await,
-        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
+        TABLES,
         "the old tables are not dropped (or the new ones are missing)"
     );
     assert_eq!(pool.versions().await, B::VERSIONS, "ms_smt_migrations");
@@ -1465,15 +1478,17 @@ async fn corrupt_namespace_is_refused_and_kept<B: Backend>(backend: &B) {
         }
         assert_eq!(
             pool.versions().await,
-            [1, 2],
+            B::VERSIONS_BEFORE_MOVE,
             "{attempt} open: ms_smt_migrations"
         );
         assert_eq!(
             pool.tables().await,
             [
+                "ms_smt_history",
                 "ms_smt_migrations",
                 "ms_smt_namespaces",
                 "ms_smt_nodes",
+                "ms_smt_pins",
                 "ms_smt_roots",
                 "ms_smt_strata"
             ],
@@ -1510,11 +1525,7 @@ async fn corrupt_namespace_is_refused_and_kept<B: Backend>(backend: &B) {
         B::VERSIONS,
         "ms_smt_migrations after repair"
     );
-    assert_eq!(
-        pool.tables().await,
-        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
-        "tables after repair"
-    );
+    assert_eq!(pool.tables().await, TABLES, "tables after repair");
     for fx in &fixtures {
         check_any(fx, &store).await;
     }
@@ -1553,7 +1564,11 @@ async fn tampered_leaf_is_refused<B: Backend>(backend: &B) {
     let pool = backend.raw().await;
     assert_eq!(pool.old_rows(&fx.name).await, before, "old rows changed");
     assert!(pool.old_root_row(&fx.name).await.is_some(), "old root lost");
-    assert_eq!(pool.versions().await, [1, 2], "ms_smt_migrations");
+    assert_eq!(
+        pool.versions().await,
+        B::VERSIONS_BEFORE_MOVE,
+        "ms_smt_migrations"
+    );
     assert!(pool.new_namespaces().await.is_empty(), "namespace created");
     backend.release(pool).await;
 }
@@ -1564,11 +1579,7 @@ async fn empty_old_database_migrates<B: Backend>(backend: &B) {
     let store = backend.open().await.expect("open an empty old database");
     let pool = store.raw_pool();
     assert_eq!(pool.versions().await, B::VERSIONS, "ms_smt_migrations");
-    assert_eq!(
-        pool.tables().await,
-        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"],
-        "tables"
-    );
+    assert_eq!(pool.tables().await, TABLES, "tables");
     assert_eq!(
         root_of(&store, "default").await,
         ComputedNode::empty_root(),

@@ -41,8 +41,8 @@ use ms_smt::empty::empty_hash;
 use ms_smt::hash::{Hash, branch_hash, sha256};
 use ms_smt::node::Node;
 use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, PostgresStore, RecentNodes, SqliteStore, StoreStats,
-    TreeStore, UpdateBatch,
+    CommitOutcome, MemoryStore, PathStart, PostgresStore, ReadAt, RecentNodes, SqliteStore,
+    StoreStats, TreeStore, UpdateBatch,
 };
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Position, Proof, Tree};
 use proptest::collection::vec;
@@ -417,6 +417,15 @@ impl PgStrata for PostgresStore {
 // ---------------------------------------------------------------------------
 // Opening databases
 // ---------------------------------------------------------------------------
+
+/// The tables the SQL stores create, by name.
+const STORE_TABLES: [&str; 5] = [
+    "ms_smt_history",
+    "ms_smt_migrations",
+    "ms_smt_namespaces",
+    "ms_smt_pins",
+    "ms_smt_strata",
+];
 
 fn sqlite_options(path: &Path) -> SqliteConnectOptions {
     SqliteStore::connect_options(path).synchronous(SqliteSynchronous::Normal)
@@ -1751,11 +1760,12 @@ impl<S: TreeStore> TreeStore for Probe<S> {
 
     fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, S::Error>> + Send {
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.fetch_key_paths(starts, siblings)
+        self.inner.fetch_key_paths(at, starts, siblings)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, S::Error> {
@@ -2139,10 +2149,7 @@ async fn host_app_sqlite() {
     );
     let mut tables_after = tables().await;
     tables_after.retain(|t| !tables_before.contains(t));
-    assert_eq!(
-        tables_after,
-        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"]
-    );
+    assert_eq!(tables_after, STORE_TABLES);
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
             .fetch_all(&pool)
@@ -2241,10 +2248,7 @@ async fn host_app_postgres() {
     );
     let mut tables_after = tables().await;
     tables_after.retain(|t| !tables_before.contains(t));
-    assert_eq!(
-        tables_after,
-        ["ms_smt_migrations", "ms_smt_namespaces", "ms_smt_strata"]
-    );
+    assert_eq!(tables_after, STORE_TABLES);
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
             .fetch_all(&pool)
@@ -2573,11 +2577,12 @@ impl<L: Layout> TreeStore for Interfere<L> {
 
     async fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Result<Option<Vec<(Hash, Node)>>, Self::Error> {
         self.maybe_interfere().await;
-        self.inner.fetch_key_paths(starts, siblings).await
+        self.inner.fetch_key_paths(at, starts, siblings).await
     }
 
     fn commit(

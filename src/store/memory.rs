@@ -1,10 +1,19 @@
 //! In-memory store: reference-counted nodes keyed by hash, many namespaces.
+//!
+//! A node's reference count is the number of tree positions holding it, in
+//! the current tree and in every pinned one: a pin walks its tree once and
+//! takes one reference per position, so the nodes it uses outlive the
+//! writes that replace them, and unpinning gives them back.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{CommitOutcome, Counters, PathStart, StoreStats, TreeStore, UpdateBatch};
+use super::{
+    BulkStore, CommitOutcome, Counters, PathStart, Pin, PinStore, ReadAt, StoreStats, TreeStore,
+    UpdateBatch,
+};
 use crate::audit::NodeScan;
+use crate::empty::is_empty_hash;
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
@@ -22,6 +31,19 @@ pub enum MemoryError {
     /// A thread panicked while holding the store's lock.
     #[error("a thread panicked while holding the store lock")]
     Poisoned,
+    /// A read asked for a version of the namespace that no pin holds.
+    #[error("no pin holds version {version} of this namespace")]
+    NoSuchVersion {
+        /// The version asked for.
+        version: u64,
+    },
+    /// A node of a tree being walked (pinned, copied) is not stored: the
+    /// store is corrupt.
+    #[error("node {hash} is referenced but not stored")]
+    Missing {
+        /// The node hash.
+        hash: Hash,
+    },
 }
 
 type NodeMap = HashMap<Hash, Entry, foldhash::fast::RandomState>;
@@ -36,6 +58,9 @@ struct Entry {
 struct Space {
     root: ComputedNode,
     nodes: NodeMap,
+    /// Commits taken so far (a pin records the version it holds).
+    version: u64,
+    pins: BTreeMap<String, Pin>,
 }
 
 impl Default for Space {
@@ -43,7 +68,85 @@ impl Default for Space {
         Space {
             root: ComputedNode::empty_root(),
             nodes: NodeMap::default(),
+            version: 0,
+            pins: BTreeMap::new(),
         }
+    }
+}
+
+impl Space {
+    /// The root of the tree `at` names.
+    fn root_at(&self, at: ReadAt) -> Result<ComputedNode, MemoryError> {
+        match at {
+            ReadAt::Current => Ok(self.root),
+            ReadAt::Version(v) if v == self.version => Ok(self.root),
+            ReadAt::Version(version) => self
+                .pins
+                .values()
+                .find(|p| p.version == version)
+                .map(|p| p.root)
+                .ok_or(MemoryError::NoSuchVersion { version }),
+        }
+    }
+
+    /// Calls `visit` once per position of the tree under `root` with the
+    /// node there (depth first).
+    fn each_position(
+        &self,
+        root: &ComputedNode,
+        mut visit: impl FnMut(&Hash, &Node),
+    ) -> Result<(), MemoryError> {
+        let mut stack = Vec::new();
+        if !is_empty_hash(0, &root.hash) {
+            stack.push((root.hash, 0usize));
+        }
+        while let Some((hash, level)) = stack.pop() {
+            let entry = self.nodes.get(&hash).ok_or(MemoryError::Missing { hash })?;
+            visit(&hash, &entry.node);
+            if let Node::Branch { left, right, .. } = &entry.node
+                && level < MAX_LEVEL
+            {
+                for child in [left, right] {
+                    if !is_empty_hash(level + 1, child) {
+                        stack.push((*child, level + 1));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one reference per position of the tree under `root`.
+    fn hold(&mut self, root: &ComputedNode) -> Result<(), MemoryError> {
+        let mut held: Vec<Hash> = Vec::new();
+        self.each_position(root, |hash, _| held.push(*hash))?;
+        for hash in held {
+            if let Some(e) = self.nodes.get_mut(&hash) {
+                e.refs += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back the references [`hold`](Self::hold) took, removing the
+    /// nodes no position holds any more.
+    fn release(&mut self, root: &ComputedNode) -> Result<(), MemoryError> {
+        let mut held: Vec<Hash> = Vec::new();
+        self.each_position(root, |hash, _| held.push(*hash))?;
+        for hash in held {
+            if let Some(e) = self.nodes.get_mut(&hash) {
+                e.refs -= 1;
+                if e.refs == 0 {
+                    self.nodes.remove(&hash);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when nothing is stored and nothing is pinned.
+    fn is_vacant(&self) -> bool {
+        self.root == ComputedNode::empty_root() && self.nodes.is_empty() && self.pins.is_empty()
     }
 }
 
@@ -219,6 +322,7 @@ impl TreeStore for MemoryStore {
 
     async fn fetch_key_paths(
         &self,
+        _at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Result<Option<Vec<(Hash, Node)>>, MemoryError> {
@@ -261,6 +365,7 @@ impl TreeStore for MemoryStore {
         }
         let written = Self::apply(&mut space, batch)?;
         space.root = batch.new_root;
+        space.version += 1;
         self.counters.written(written);
         Ok(CommitOutcome::Committed)
     }
@@ -268,7 +373,16 @@ impl TreeStore for MemoryStore {
     async fn delete_all(&self) -> Result<(), MemoryError> {
         self.counters.round_trip(1);
         let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
-        *space = Space::default();
+        let version = space.version + 1;
+        if space.pins.is_empty() {
+            *space = Space::default();
+        } else {
+            // Only the current tree's references go; pinned trees stay.
+            let root = space.root;
+            space.release(&root)?;
+            space.root = ComputedNode::empty_root();
+        }
+        space.version = version;
         Ok(())
     }
 
@@ -286,6 +400,123 @@ impl TreeStore for MemoryStore {
         Ok(Some(NodeScan {
             root: space.root,
             nodes,
+            pinned: space.pins.values().map(|p| p.root).collect(),
         }))
+    }
+}
+
+impl PinStore for MemoryStore {
+    async fn pin(&self, name: &str) -> Result<Pin, MemoryError> {
+        self.counters.round_trip(1);
+        let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
+        let root = space.root;
+        space.hold(&root)?;
+        let pin = Pin {
+            name: name.to_owned(),
+            root,
+            version: space.version,
+        };
+        if let Some(old) = space.pins.insert(name.to_owned(), pin.clone()) {
+            space.release(&old.root)?;
+        }
+        Ok(pin)
+    }
+
+    async fn unpin(&self, name: &str) -> Result<bool, MemoryError> {
+        self.counters.round_trip(1);
+        let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
+        match space.pins.remove(name) {
+            Some(pin) => space.release(&pin.root).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    async fn pinned(&self, name: &str) -> Result<Option<Pin>, MemoryError> {
+        self.counters.round_trip(1);
+        Ok(self.read()?.pins.get(name).cloned())
+    }
+
+    async fn pins(&self) -> Result<Vec<Pin>, MemoryError> {
+        self.counters.round_trip(1);
+        let mut pins: Vec<Pin> = self.read()?.pins.values().cloned().collect();
+        pins.sort_by(|a, b| a.version.cmp(&b.version).then_with(|| a.name.cmp(&b.name)));
+        Ok(pins)
+    }
+}
+
+impl BulkStore for MemoryStore {
+    fn name(&self) -> &str {
+        self.namespace_name()
+    }
+
+    fn open_namespace(&self, name: &str) -> Result<Self, MemoryError> {
+        self.namespace(name)
+    }
+
+    /// Copies node by node in process memory (any two memory stores).
+    async fn copy_into(
+        &self,
+        at: ReadAt,
+        target: &Self,
+    ) -> Result<Option<ComputedNode>, MemoryError> {
+        self.counters.round_trip(1);
+        if Arc::ptr_eq(&self.space, &target.space) {
+            return Ok(None);
+        }
+        // The source is read first and released, so the two locks are
+        // never held together.
+        let (root, copied) = {
+            let space = self.read()?;
+            let root = space.root_at(at)?;
+            let mut copied = NodeMap::default();
+            space.each_position(&root, |hash, node| {
+                copied
+                    .entry(*hash)
+                    .or_insert_with(|| Entry {
+                        node: node.clone(),
+                        refs: 0,
+                    })
+                    .refs += 1;
+            })?;
+            (root, copied)
+        };
+        let mut space = target.space.write().map_err(|_| MemoryError::Poisoned)?;
+        if !space.is_vacant() {
+            return Ok(None);
+        }
+        space.nodes = copied;
+        space.root = root;
+        space.version += 1;
+        self.counters.written(space.nodes.len() as u64);
+        Ok(Some(root))
+    }
+
+    async fn take_tree_of(
+        &self,
+        staging: &Self,
+        expected: &ComputedNode,
+    ) -> Result<bool, MemoryError> {
+        self.counters.round_trip(1);
+        if Arc::ptr_eq(&self.space, &staging.space) || !Arc::ptr_eq(&self.db, &staging.db) {
+            return Ok(false);
+        }
+        let mut db = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
+        // Both spaces are locked under the database lock, so no other swap
+        // can take them in the other order.
+        let mut mine = self.space.write().map_err(|_| MemoryError::Poisoned)?;
+        let mut theirs = staging.space.write().map_err(|_| MemoryError::Poisoned)?;
+        if !mine.is_vacant() || theirs.root != *expected || !theirs.pins.is_empty() {
+            return Ok(false);
+        }
+        let version = mine.version;
+        *mine = std::mem::take(&mut *theirs);
+        mine.version = version + 1;
+        if db
+            .get(&*staging.name)
+            .is_some_and(|s| Arc::ptr_eq(s, &staging.space))
+        {
+            db.remove(&*staging.name);
+        }
+        Ok(true)
     }
 }

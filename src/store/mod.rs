@@ -25,6 +25,8 @@ mod packed;
 mod postgres;
 mod recent;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod row_reads;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -52,6 +54,7 @@ use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::position::Position;
 use crate::tree::Layout;
 use strata::RowSink;
 
@@ -71,6 +74,36 @@ pub struct PathStart {
     pub level: usize,
     /// The key to follow.
     pub key: crate::key::Key,
+}
+
+/// Which tree of a namespace a read sees.
+///
+/// Hash-keyed stores (memory) keep every node a pinned root still uses, so
+/// any root's nodes are found by hash and the version does not matter to
+/// them. Position-keyed stores (SQL strata) overwrite rows in place and keep
+/// the rows a pin still needs beside them (`ms_smt_history`), each tagged
+/// with the versions it was current for; a read at a version picks, for
+/// every position, the row that was current then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadAt {
+    /// The tree as it is when the read runs.
+    #[default]
+    Current,
+    /// The tree as it was at a pinned version (see [`PinStore`]).
+    Version(u64),
+}
+
+/// A root kept readable under a name while writers move the tree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    /// The pin's name, unique within its namespace.
+    pub name: String,
+    /// The root it holds.
+    pub root: ComputedNode,
+    /// The namespace's version when it was pinned: the number of commits
+    /// the namespace had taken then. Reads at [`ReadAt::Version`] of it see
+    /// `root`.
+    pub version: u64,
 }
 
 /// What [`TreeStore::commit`] did.
@@ -125,12 +158,58 @@ pub trait TreeStore: Send + Sync {
     /// child of every branch passed. The walk is bounded by the tree depth.
     /// Stores that cannot do this server-side return `Ok(None)` and the tree
     /// reads level by level instead.
+    ///
+    /// `at` names the tree: hash-keyed stores may ignore it (the start
+    /// hashes already pin the tree down); position-keyed stores read the
+    /// rows that were current at that version.
     fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
-        let _ = (starts, siblings);
+        let _ = (at, starts, siblings);
+        async { Ok(None) }
+    }
+
+    /// At least the node at each of `nodes` (a position with the hash the
+    /// caller expects there), in one round trip, for walks that expand a
+    /// tree a few nodes at a time (diff, sync, subtree reads). Stores may
+    /// return more: the SQL stores return the whole row holding each
+    /// position (up to a row's height of levels below it). The caller looks
+    /// nodes up by hash, so a node that changed is simply not found.
+    ///
+    /// The default reads by hash ([`fetch_nodes`](Self::fetch_nodes)),
+    /// which is right for any store that keeps the nodes of the tree `at`
+    /// names.
+    fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send {
+        let _ = at;
+        let hashes: Vec<Hash> = nodes.iter().map(|(_, h)| *h).collect();
+        async move { self.fetch_nodes(&hashes).await }
+    }
+
+    /// The nodes a left-to-right walk of the subtree at `from` needs next,
+    /// for ordered scans (iteration, export): every node on the path of
+    /// `probe` (a key under `from`) from `from` down, and then up to about
+    /// `limit` rows' worth of the nodes to the right of that path, in tree
+    /// order, up to the key `until` (exclusive; `None`: the end of the
+    /// tree). One round trip.
+    ///
+    /// Stores that cannot scan in key order return `Ok(None)` (the
+    /// default), and the walk reads the nodes it needs by hash instead.
+    fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
+        let _ = (at, from, probe, until, limit);
         async { Ok(None) }
     }
 
@@ -187,4 +266,55 @@ pub trait TreeStore: Send + Sync {
     fn scan_nodes(&self) -> impl Future<Output = Result<Option<NodeScan>, Self::Error>> + Send {
         async { Ok(None) }
     }
+}
+
+/// A store that can keep roots readable under names ([`Pin`]s) while
+/// writers move the tree on. Reads of a pinned root go through
+/// [`ReadAt::Version`].
+pub trait PinStore: TreeStore {
+    /// Pins the current root of the namespace under `name` (replacing a
+    /// pin of that name) and returns the pin.
+    fn pin(&self, name: &str) -> impl Future<Output = Result<Pin, Self::Error>> + Send;
+
+    /// Removes the pin `name` and frees what only it kept; false when no
+    /// such pin existed.
+    fn unpin(&self, name: &str) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// The pin `name`, if any.
+    fn pinned(&self, name: &str) -> impl Future<Output = Result<Option<Pin>, Self::Error>> + Send;
+
+    /// Every pin of the namespace, oldest version first.
+    fn pins(&self) -> impl Future<Output = Result<Vec<Pin>, Self::Error>> + Send;
+}
+
+/// Whole-tree moves that a store can do without handing every leaf
+/// through the tree: copies inside one database, and the atomic swap that
+/// makes an imported tree visible.
+pub trait BulkStore: TreeStore + Sized {
+    /// The namespace this handle is bound to.
+    fn name(&self) -> &str;
+
+    /// A handle on another namespace of the same database.
+    fn open_namespace(&self, name: &str) -> Result<Self, Self::Error>;
+
+    /// Copies the tree `at` of this namespace into `target`, which must be
+    /// empty, without reading it into the process (one statement on SQL
+    /// stores). `Ok(None)` when that is not possible (another database, or
+    /// `target` is not empty) and the caller should copy leaf by leaf.
+    fn copy_into(
+        &self,
+        at: ReadAt,
+        target: &Self,
+    ) -> impl Future<Output = Result<Option<ComputedNode>, Self::Error>> + Send;
+
+    /// Makes the tree of `staging` (another namespace of this database)
+    /// this namespace's tree in one atomic step, if this namespace is empty
+    /// and has no pins and `staging`'s root is `expected`; `staging` is
+    /// gone afterwards. Returns false, changing nothing, when a condition
+    /// does not hold.
+    fn take_tree_of(
+        &self,
+        staging: &Self,
+        expected: &ComputedNode,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 }

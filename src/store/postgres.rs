@@ -31,18 +31,24 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
+use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_root,
-    decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    MigrationError, NsInfo, NsState, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection,
+    decode_root, decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql,
+    walk_rows, write_detached,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
-use super::{CommitOutcome, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use super::{
+    BulkStore, CommitOutcome, PathStart, Pin, PinStore, ReadAt, RecentNodes, StoreStats, TreeStore,
+    UpdateBatch,
+};
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::position::Position;
 use crate::tree::{Layout, Tree};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
@@ -93,6 +99,42 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// The migration that moves hash-keyed trees into strata rows and drops
 /// the old tables.
 const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
+
+/// Migration 4: versions, pins, and the rows pins keep.
+///
+/// Every commit bumps its namespace's `version` and stamps the rows it
+/// writes with it. A pin records a version and its root; while any pin
+/// exists, a commit copies each row it replaces or deletes that was
+/// written at or before the newest pin into `ms_smt_history`, tagged with
+/// the versions it was current for (`from_version` .. `to_version`).
+/// Existing rows and namespaces start at version 0.
+const VERSIONS_AND_PINS: (i64, &str, &str) = (
+    4,
+    "versions, pins and the rows pins keep",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE ms_smt_strata ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE ms_smt_pins (
+        ns BIGINT NOT NULL,
+        name TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        root_hash BYTEA,
+        root_sum BIGINT,
+        PRIMARY KEY (ns, name)
+    );
+    CREATE INDEX ms_smt_pins_version ON ms_smt_pins (ns, version);
+    CREATE TABLE ms_smt_history (
+        ns BIGINT NOT NULL,
+        path BYTEA NOT NULL,
+        depth INT NOT NULL,
+        from_version BIGINT NOT NULL,
+        to_version BIGINT NOT NULL,
+        body BYTEA NOT NULL,
+        PRIMARY KEY (ns, path, depth, from_version)
+    );",
+);
+
+/// The newest schema version this crate writes.
+const SCHEMA_VERSION: i64 = VERSIONS_AND_PINS.0;
 
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`fetch_key_paths`]).
@@ -215,7 +257,7 @@ impl PostgresStore {
     /// namespace cannot be moved, [`SqlStoreError::Migration`] says why and
     /// its old rows stay as they were.
     pub async fn migrate(&self) -> Res<()> {
-        let current = {
+        let applied = {
             let mut tx = self.pool.begin().await?;
             lock_migrations(&mut tx).await?;
             sqlx::raw_sql(
@@ -227,21 +269,37 @@ impl PostgresStore {
             )
             .execute(&mut *tx)
             .await?;
-            let current = migration_version(&mut tx).await?;
-            if current > MOVE_TO_STRATA.0 {
+            let applied = applied_migrations(&mut tx).await?;
+            if let Some(&found) = applied.iter().max().filter(|v| **v > SCHEMA_VERSION) {
                 return Err(SqlStoreError::SchemaTooNew {
-                    found: current,
-                    supported: MOVE_TO_STRATA.0,
+                    found,
+                    supported: SCHEMA_VERSION,
                 });
             }
-            for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+            for (version, description, sql) in MIGRATIONS.iter().filter(|m| !applied.contains(&m.0))
+            {
                 sqlx::raw_sql(sql).execute(&mut *tx).await?;
                 record_migration(&mut tx, *version, description).await?;
             }
             tx.commit().await?;
-            current
+            applied
         };
-        if current < MOVE_TO_STRATA.0 {
+        // The columns and tables of 4 come before the old trees move (3): a
+        // namespace that cannot be moved then leaves a schema this code
+        // reads, and the namespaces moved before it stay readable.
+        if !applied.contains(&VERSIONS_AND_PINS.0) {
+            let mut tx = self.pool.begin().await?;
+            lock_migrations(&mut tx).await?;
+            if !applied_migrations(&mut tx)
+                .await?
+                .contains(&VERSIONS_AND_PINS.0)
+            {
+                sqlx::raw_sql(VERSIONS_AND_PINS.2).execute(&mut *tx).await?;
+                record_migration(&mut tx, VERSIONS_AND_PINS.0, VERSIONS_AND_PINS.1).await?;
+            }
+            tx.commit().await?;
+        }
+        if !applied.contains(&MOVE_TO_STRATA.0) {
             self.move_to_strata().await?;
         }
         Ok(())
@@ -253,7 +311,10 @@ impl PostgresStore {
         loop {
             let mut tx = self.pool.begin().await?;
             lock_migrations(&mut tx).await?;
-            if migration_version(&mut tx).await? >= MOVE_TO_STRATA.0 {
+            if applied_migrations(&mut tx)
+                .await?
+                .contains(&MOVE_TO_STRATA.0)
+            {
                 return Ok(()); // another process finished it
             }
             let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
@@ -304,6 +365,12 @@ impl PostgresStore {
         }
     }
 
+    /// True when `other` shares this handle's pool (so one statement can
+    /// see both namespaces).
+    fn same_pool(&self, other: &PostgresStore) -> bool {
+        Arc::ptr_eq(&self.pool.connect_options(), &other.pool.connect_options())
+    }
+
     /// A store for this namespace that runs on the caller's open
     /// transaction (`&mut *tx`): the tree's writes commit or roll back with
     /// the caller's own rows. Each commit's writes are one statement, so a
@@ -340,10 +407,11 @@ async fn lock_migrations(conn: &mut PgConnection) -> Res<()> {
     Ok(())
 }
 
-async fn migration_version(conn: &mut PgConnection) -> Res<i64> {
+/// The versions recorded in the migration ledger.
+async fn applied_migrations(conn: &mut PgConnection) -> Res<Vec<i64>> {
     Ok(
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::BIGINT FROM ms_smt_migrations")
-            .fetch_one(&mut *conn)
+        sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+            .fetch_all(&mut *conn)
             .await?,
     )
 }
@@ -377,48 +445,73 @@ async fn fetch_old_nodes(
     decode_rows(ns, &rows)
 }
 
-/// A namespace row: id, height, root hash and sum (both NULL when empty).
-type NamespaceRow = (i64, i32, Option<Vec<u8>>, Option<i64>);
+/// A namespace row: id, height, root hash and sum (both NULL when empty),
+/// version, and the newest pinned version.
+type NamespaceRow = (i64, i32, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
 
-/// The namespace's root, learning its id and height on the way.
-async fn load_root(conn: &mut PgConnection, space: &Space) -> Res<ComputedNode> {
+/// The namespace's row (`None` when it does not exist), refreshing the
+/// handle's id and height.
+async fn load_state(conn: &mut PgConnection, space: &Space) -> Res<Option<NsState>> {
     space.counters.round_trip(1);
     let row: Option<NamespaceRow> = sqlx::query_as(
-        "SELECT id, height, root_hash, root_sum FROM ms_smt_namespaces WHERE name = $1",
+        "SELECT id, height, root_hash, root_sum, version, \
+                (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+         FROM ms_smt_namespaces n WHERE name = $1",
     )
     .bind(&*space.name)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((id, height, hash, sum)) = row else {
-        return Ok(ComputedNode::empty_root());
+    let Some((id, height, hash, sum, version, max_pin)) = row else {
+        space.info.set(None);
+        return Ok(None);
     };
     let height = u8::try_from(height)
         .ok()
         .and_then(StratumHeight::new)
         .ok_or(SqlStoreError::StratumHeight(i64::from(height)))?;
-    let _ = space.info.set(NsInfo { id, height });
-    decode_root(&space.name, hash.zip(sum))
+    let info = NsInfo { id, height };
+    space.info.set(Some(info));
+    Ok(Some(NsState {
+        info,
+        root: decode_root(&space.name, hash.zip(sum))?,
+        version,
+        max_pin,
+    }))
 }
 
-/// The namespace's id and height, creating its row when `create` (inside
-/// a write transaction). `None` when it does not exist and `create` is false.
-async fn namespace(conn: &mut PgConnection, space: &Space, create: bool) -> Res<Option<NsInfo>> {
-    if let Some(info) = space.info.get() {
-        return Ok(Some(*info));
+/// The namespace's root, learning its id and height on the way.
+async fn load_root(conn: &mut PgConnection, space: &Space) -> Res<ComputedNode> {
+    Ok(load_state(conn, space)
+        .await?
+        .map_or_else(ComputedNode::empty_root, |s| s.root))
+}
+
+/// The namespace's id and height for a read (the handle's last sight of
+/// it, else its row); `None` when it does not exist.
+async fn namespace(conn: &mut PgConnection, space: &Space) -> Res<Option<NsInfo>> {
+    match space.info.get() {
+        Some(info) => Ok(Some(info)),
+        None => Ok(load_state(conn, space).await?.map(|s| s.info)),
     }
-    if create {
-        space.counters.round_trip(1);
-        sqlx::query(
-            "INSERT INTO ms_smt_namespaces (name, height) VALUES ($1, $2) \
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(&*space.name)
-        .bind(height_sql(space.height))
-        .execute(&mut *conn)
-        .await?;
+}
+
+/// The namespace's row inside a write transaction, created if missing.
+async fn state_for_write(conn: &mut PgConnection, space: &Space) -> Res<NsState> {
+    if let Some(state) = load_state(conn, space).await? {
+        return Ok(state);
     }
-    load_root(conn, space).await?;
-    Ok(space.info.get().copied())
+    space.counters.round_trip(1);
+    sqlx::query(
+        "INSERT INTO ms_smt_namespaces (name, height) VALUES ($1, $2) \
+         ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(&*space.name)
+    .bind(height_sql(space.height))
+    .execute(&mut *conn)
+    .await?;
+    load_state(conn, space)
+        .await?
+        .ok_or(SqlStoreError::NamespaceVanished)
 }
 
 /// Reads the rows on the paths of `starts` and, with `siblings`, the
@@ -441,7 +534,7 @@ async fn fetch_key_paths(
     siblings: bool,
     set_local_jit_off: bool,
 ) -> Res<Vec<(Hash, Node)>> {
-    let Some(info) = namespace(conn, space, false).await? else {
+    let Some(info) = namespace(conn, space).await? else {
         return Ok(Vec::new());
     };
     if set_local_jit_off {
@@ -566,15 +659,14 @@ async fn commit_on(
     batch: &UpdateBatch,
 ) -> Res<CommitOutcome> {
     lock_namespace(conn, space).await?;
-    let current = load_root(conn, space).await?;
-    if current != batch.old_root {
+    let state = state_for_write(conn, space).await?;
+    if state.root != batch.old_root {
         space.counters.conflict();
-        return Ok(CommitOutcome::RootMoved { current });
+        return Ok(CommitOutcome::RootMoved {
+            current: state.root,
+        });
     }
-    let Some(info) = namespace(conn, space, true).await? else {
-        space.counters.conflict();
-        return Ok(CommitOutcome::RootMoved { current });
-    };
+    let info = state.info;
     fail_point!(space, "root_checked");
     let keys = strata::touched_rows(batch, info.height);
     let (known, unknown) = space.memo_take(&batch.old_root, &keys);
@@ -591,7 +683,7 @@ async fn commit_on(
             sum_to_sql(batch.new_root.sum),
         )
     });
-    write_commit(conn, info.id, &changes, root, space).await?;
+    write_commit(conn, &state, &changes, root, space).await?;
     fail_point!(space, "written");
     space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
@@ -632,7 +724,7 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
 /// `tests/cancellation.rs`.
 async fn write_commit(
     conn: &mut PgConnection,
-    ns: i64,
+    state: &NsState,
     changes: &[RowChange],
     root: Option<(Vec<u8>, i64)>,
     space: &Space,
@@ -649,24 +741,43 @@ async fn write_commit(
             RowChange::Delete(key) => gone.push(key),
         }
     }
+    // While pins exist, the rows about to be replaced or deleted that a
+    // pin may read are copied aside first (the CTEs all read the rows as
+    // they were before the statement).
+    let kept = if state.max_pin.is_some() {
+        key_arrays(changes.iter().map(|c| match c {
+            RowChange::Put(key, _) | RowChange::Delete(key) => key,
+        }))
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let (put_paths, put_depths) = key_arrays(put_keys.into_iter());
     let (gone_paths, gone_depths) = key_arrays(gone.into_iter());
     let (hash, sum) = root.unzip();
     space.counters.round_trip(1);
     sqlx::query(
-        "WITH put AS ( \
-             INSERT INTO ms_smt_strata (ns, path, depth, body) \
-             SELECT $1, * FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) \
-             ON CONFLICT (ns, path, depth) DO UPDATE SET body = EXCLUDED.body), \
+        "WITH kept AS ( \
+             INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+             SELECT n.ns, n.path, n.depth, n.version, $9, n.body \
+             FROM UNNEST($10::bytea[], $11::int4[]) AS k(path, depth) \
+             CROSS JOIN LATERAL ( \
+                 SELECT * FROM ms_smt_strata m \
+                 WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n \
+             WHERE n.version <= $12), \
+         put AS ( \
+             INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+             SELECT $1, p, d, b, $9 FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS u(p, d, b) \
+             ON CONFLICT (ns, path, depth) DO UPDATE \
+             SET body = EXCLUDED.body, version = EXCLUDED.version), \
          gone AS ( \
              DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
                  SELECT n.ctid FROM UNNEST($5::bytea[], $6::int4[]) AS k(path, depth) \
                  CROSS JOIN LATERAL ( \
                      SELECT ctid FROM ms_smt_strata m \
                      WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n))) \
-         UPDATE ms_smt_namespaces SET root_hash = $7, root_sum = $8 WHERE id = $1",
+         UPDATE ms_smt_namespaces SET root_hash = $7, root_sum = $8, version = $9 WHERE id = $1",
     )
-    .bind(ns)
+    .bind(state.info.id)
     .bind(put_paths)
     .bind(put_depths)
     .bind(bodies)
@@ -674,6 +785,10 @@ async fn write_commit(
     .bind(gone_depths)
     .bind(hash)
     .bind(sum)
+    .bind(state.version.saturating_add(1))
+    .bind(kept.0)
+    .bind(kept.1)
+    .bind(state.max_pin)
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -766,8 +881,9 @@ async fn write_rows(
 /// Hands `sink` the namespace's root and every row in key order, a page
 /// per statement (run inside one transaction: one snapshot).
 async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn RowSink) -> Res<()> {
-    let root = load_root(conn, space).await?;
-    let info = space.info.get().copied();
+    let state = load_state(conn, space).await?;
+    let root = state.map_or_else(ComputedNode::empty_root, |s| s.root);
+    let info = state.map(|s| s.info);
     sink.begin(root, info.map_or(space.height, |i| i.height));
     let Some(info) = info else {
         return Ok(());
@@ -793,22 +909,538 @@ async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn Row
 }
 
 /// Removes the namespace's rows (one key range) and its root, in one
-/// statement (see [`write_commit`] for why one).
+/// statement (see [`write_commit`] for why one); rows a pin may still read
+/// are kept first.
 async fn delete_all_on(conn: &mut PgConnection, space: &Space) -> Res<()> {
     lock_namespace(conn, space).await?;
-    let Some(info) = namespace(conn, space, false).await? else {
+    let Some(state) = load_state(conn, space).await? else {
         return Ok(());
     };
     space.memo_clear();
     space.counters.round_trip(1);
     sqlx::query(
-        "WITH gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
-         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = $1",
+        "WITH kept AS ( \
+             INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+             SELECT ns, path, depth, version, $2, body FROM ms_smt_strata \
+             WHERE ns = $1 AND version <= $3), \
+         gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
+         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2 \
+         WHERE id = $1",
     )
-    .bind(info.id)
+    .bind(state.info.id)
+    .bind(state.version.saturating_add(1))
+    .bind(state.max_pin)
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// A pin row: name, version, root hash and sum (NULL for an empty tree).
+type PinRow = (String, i64, Option<Vec<u8>>, Option<i64>);
+
+fn decode_pin(space: &Space, (name, version, hash, sum): PinRow) -> Res<Pin> {
+    Ok(Pin {
+        name,
+        root: decode_root(&space.name, hash.zip(sum))?,
+        version: version_from_sql(version)?,
+    })
+}
+
+/// Pins the current root under `name` inside a write transaction.
+async fn pin_on(conn: &mut PgConnection, space: &Space, name: &str) -> Res<Pin> {
+    lock_namespace(conn, space).await?;
+    let state = state_for_write(conn, space).await?;
+    let id = state.info.id;
+    space.counters.round_trip(2);
+    let replaced: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM ms_smt_pins WHERE ns = $1 AND name = $2")
+            .bind(id)
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let root = (state.root != ComputedNode::empty_root())
+        .then(|| (state.root.hash.0.to_vec(), sum_to_sql(state.root.sum)));
+    let (hash, sum) = root.unzip();
+    sqlx::query(
+        "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) \
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (ns, name) DO UPDATE SET version = EXCLUDED.version, \
+             root_hash = EXCLUDED.root_hash, root_sum = EXCLUDED.root_sum",
+    )
+    .bind(id)
+    .bind(name)
+    .bind(state.version)
+    .bind(hash)
+    .bind(sum)
+    .execute(&mut *conn)
+    .await?;
+    if let Some(old) = replaced.filter(|v| *v != state.version) {
+        release_version(conn, space, id, old).await?;
+    }
+    Ok(Pin {
+        name: name.to_owned(),
+        root: state.root,
+        version: version_from_sql(state.version)?,
+    })
+}
+
+/// Removes the pin `name` inside a write transaction; false when none.
+async fn unpin_on(conn: &mut PgConnection, space: &Space, name: &str) -> Res<bool> {
+    lock_namespace(conn, space).await?;
+    let Some(info) = load_state(conn, space).await?.map(|s| s.info) else {
+        return Ok(false);
+    };
+    space.counters.round_trip(1);
+    let removed: Option<i64> =
+        sqlx::query_scalar("DELETE FROM ms_smt_pins WHERE ns = $1 AND name = $2 RETURNING version")
+            .bind(info.id)
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    match removed {
+        Some(version) => release_version(conn, space, info.id, version)
+            .await
+            .map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// Deletes the kept rows that only version `version` (no longer pinned)
+/// could read: those current at it that no remaining pin reads.
+async fn release_version(conn: &mut PgConnection, space: &Space, ns: i64, version: i64) -> Res<()> {
+    space.counters.round_trip(1);
+    sqlx::query(
+        "DELETE FROM ms_smt_history h WHERE h.ns = $1 \
+           AND h.from_version <= $2 AND h.to_version > $2 \
+           AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = $1 \
+               AND p.version >= h.from_version AND p.version < h.to_version)",
+    )
+    .bind(ns)
+    .bind(version)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The pin `name`, if any.
+async fn pinned_on(conn: &mut PgConnection, space: &Space, name: &str) -> Res<Option<Pin>> {
+    space.counters.round_trip(1);
+    let row: Option<PinRow> = sqlx::query_as(
+        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
+         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 AND p.name = $2",
+    )
+    .bind(&*space.name)
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|r| decode_pin(space, r)).transpose()
+}
+
+/// Every pin of the namespace, oldest version first.
+async fn pins_on(conn: &mut PgConnection, space: &Space) -> Res<Vec<Pin>> {
+    space.counters.round_trip(1);
+    let rows: Vec<PinRow> = sqlx::query_as(
+        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
+         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 ORDER BY p.version, p.name",
+    )
+    .bind(&*space.name)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter().map(|r| decode_pin(space, r)).collect()
+}
+
+/// Rows of a key-ordered read, as (path, depth, body).
+type RowTuple = (Vec<u8>, i32, Vec<u8>);
+
+fn row_keys(rows: Vec<RowTuple>) -> Vec<(RowKey, Vec<u8>)> {
+    rows.into_iter()
+        .map(|(path, depth, body)| {
+            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+            (RowKey { path, depth }, body)
+        })
+        .collect()
+}
+
+impl RowQueries for PgConnection {
+    async fn ns_info(&mut self, space: &Space) -> Res<Option<NsInfo>> {
+        namespace(self, space).await
+    }
+
+    async fn rows_at(
+        &mut self,
+        space: &Space,
+        info: NsInfo,
+        at: ReadAt,
+        keys: &[RowKey],
+    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
+        let ReadAt::Version(v) = at else {
+            return read_rows(self, space, info, keys).await;
+        };
+        let (paths, depths) = key_arrays(keys.iter());
+        space.counters.round_trip(1);
+        let rows: Vec<RowTuple> = sqlx::query_as(
+            "SELECT k.path, k.depth, b.body \
+             FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
+                 (SELECT m.body FROM ms_smt_strata m WHERE m.ns = $1 AND m.path = k.path \
+                    AND m.depth = k.depth AND m.version <= $4 OFFSET 0) \
+               UNION ALL \
+                 (SELECT h.body FROM ms_smt_history h WHERE h.ns = $1 AND h.path = k.path \
+                    AND h.depth = k.depth AND h.from_version <= $4 AND h.to_version > $4 \
+                  OFFSET 0) \
+               LIMIT 1) AS b",
+        )
+        .bind(info.id)
+        .bind(paths)
+        .bind(depths)
+        .bind(version_to_sql(v))
+        .fetch_all(&mut *self)
+        .await?;
+        Ok(row_keys(rows))
+    }
+
+    async fn rows_after(
+        &mut self,
+        space: &Space,
+        info: NsInfo,
+        at: ReadAt,
+        after: &[u8],
+        before: &[u8],
+        limit: usize,
+    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
+        space.counters.round_trip(1);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<RowTuple> = match at {
+            ReadAt::Current => {
+                sqlx::query_as(
+                    "SELECT path, depth, body FROM ms_smt_strata \
+                     WHERE ns = $1 AND path > $2 AND path < $3 ORDER BY path, depth LIMIT $4",
+                )
+                .bind(info.id)
+                .bind(after)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&mut *self)
+                .await?
+            }
+            ReadAt::Version(v) => {
+                sqlx::query_as(
+                    "SELECT path, depth, body FROM ( \
+                         (SELECT path, depth, body FROM ms_smt_strata \
+                          WHERE ns = $1 AND path > $2 AND path < $3 AND version <= $5 \
+                          ORDER BY path, depth LIMIT $4) \
+                       UNION ALL \
+                         (SELECT path, depth, body FROM ms_smt_history \
+                          WHERE ns = $1 AND path > $2 AND path < $3 \
+                            AND from_version <= $5 AND to_version > $5 \
+                          ORDER BY path, depth LIMIT $4)) AS u \
+                     ORDER BY path, depth LIMIT $4",
+                )
+                .bind(info.id)
+                .bind(after)
+                .bind(before)
+                .bind(limit)
+                .bind(version_to_sql(v))
+                .fetch_all(&mut *self)
+                .await?
+            }
+        };
+        Ok(row_keys(rows))
+    }
+}
+
+/// Copies the tree `at` of `src`'s namespace into `target`'s, which must
+/// be vacant (no root, no rows, no pins), in one write transaction.
+/// `None` when the target is not vacant.
+async fn copy_on(
+    conn: &mut PgConnection,
+    src: &Space,
+    at: ReadAt,
+    target: &Space,
+) -> Res<Option<ComputedNode>> {
+    lock_both(conn, src, target).await?;
+    let from = load_state(conn, src).await?;
+    let root = match (from, at) {
+        (None, ReadAt::Current) => ComputedNode::empty_root(),
+        (None, ReadAt::Version(version)) => return Err(SqlStoreError::NoSuchVersion { version }),
+        (Some(from), ReadAt::Current) => from.root,
+        (Some(from), ReadAt::Version(v)) => root_at_version(conn, src, from, v).await?,
+    };
+    let to = state_for_write(conn, target).await?;
+    if !vacant(conn, target, &to).await? {
+        return Ok(None);
+    }
+    let version = to.version.saturating_add(1);
+    let Some(from) = from else {
+        set_root(conn, target, to.info.id, &root, version, None).await?;
+        return Ok(Some(root));
+    };
+    target.counters.round_trip(1);
+    let copied = match at {
+        ReadAt::Current => {
+            sqlx::query(
+                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+                 SELECT $1, path, depth, body, $3 FROM ms_smt_strata WHERE ns = $2 \
+                 ORDER BY path, depth",
+            )
+            .bind(to.info.id)
+            .bind(from.info.id)
+            .bind(version)
+            .execute(&mut *conn)
+            .await?
+        }
+        ReadAt::Version(v) => {
+            sqlx::query(
+                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+                 SELECT $1, path, depth, body, $3 FROM ( \
+                     SELECT path, depth, body FROM ms_smt_strata WHERE ns = $2 AND version <= $4 \
+                   UNION ALL \
+                     SELECT path, depth, body FROM ms_smt_history WHERE ns = $2 \
+                       AND from_version <= $4 AND to_version > $4) AS u \
+                 ORDER BY path, depth",
+            )
+            .bind(to.info.id)
+            .bind(from.info.id)
+            .bind(version)
+            .bind(version_to_sql(v))
+            .execute(&mut *conn)
+            .await?
+        }
+    };
+    target.counters.written(copied.rows_affected());
+    set_root(
+        conn,
+        target,
+        to.info.id,
+        &root,
+        version,
+        Some(from.info.height),
+    )
+    .await?;
+    target.memo_clear();
+    Ok(Some(root))
+}
+
+/// Takes the write locks of two namespaces, in name order (so two
+/// transactions locking the same pair cannot deadlock).
+async fn lock_both(conn: &mut PgConnection, a: &Space, b: &Space) -> Res<()> {
+    let (first, second) = if a.name <= b.name { (a, b) } else { (b, a) };
+    lock_namespace(conn, first).await?;
+    if first.name != second.name {
+        lock_namespace(conn, second).await?;
+    }
+    Ok(())
+}
+
+/// The root pinned at `version`, or the current one if it is the current
+/// version.
+async fn root_at_version(
+    conn: &mut PgConnection,
+    space: &Space,
+    state: NsState,
+    version: u64,
+) -> Res<ComputedNode> {
+    if version_to_sql(version) == state.version {
+        return Ok(state.root);
+    }
+    space.counters.round_trip(1);
+    let row: Option<(Option<Vec<u8>>, Option<i64>)> = sqlx::query_as(
+        "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = $1 AND version = $2 LIMIT 1",
+    )
+    .bind(state.info.id)
+    .bind(version_to_sql(version))
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (hash, sum) = row.ok_or(SqlStoreError::NoSuchVersion { version })?;
+    decode_root(&space.name, hash.zip(sum))
+}
+
+/// True when the namespace holds no tree, no rows and no pins.
+async fn vacant(conn: &mut PgConnection, space: &Space, state: &NsState) -> Res<bool> {
+    if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
+        return Ok(false);
+    }
+    space.counters.round_trip(1);
+    let rows: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = $1)")
+            .bind(state.info.id)
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(!rows)
+}
+
+/// Sets a namespace's root and version (and its height, when given).
+async fn set_root(
+    conn: &mut PgConnection,
+    space: &Space,
+    id: i64,
+    root: &ComputedNode,
+    version: i64,
+    height: Option<StratumHeight>,
+) -> Res<()> {
+    let stored =
+        (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
+    let (hash, sum) = stored.unzip();
+    space.counters.round_trip(1);
+    sqlx::query(
+        "UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2, version = $3, \
+             height = COALESCE($4, height) WHERE id = $5",
+    )
+    .bind(hash)
+    .bind(sum)
+    .bind(version)
+    .bind(height.map(height_sql))
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives `target`'s name to `staging`'s tree if `target` is vacant and
+/// `staging` holds `expected` and no pins (see
+/// [`BulkStore::take_tree_of`]).
+async fn take_tree_on(
+    conn: &mut PgConnection,
+    target: &Space,
+    staging: &Space,
+    expected: &ComputedNode,
+) -> Res<bool> {
+    lock_both(conn, target, staging).await?;
+    let Some(from) = load_state(conn, staging).await? else {
+        return Ok(false);
+    };
+    if from.root != *expected || from.max_pin.is_some() {
+        return Ok(false);
+    }
+    let mut version = 1;
+    if let Some(to) = load_state(conn, target).await? {
+        if !vacant(conn, target, &to).await? {
+            return Ok(false);
+        }
+        version = to.version.saturating_add(1).max(from.version);
+        target.counters.round_trip(1);
+        sqlx::query("DELETE FROM ms_smt_namespaces WHERE id = $1")
+            .bind(to.info.id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    target.counters.round_trip(1);
+    sqlx::query("UPDATE ms_smt_namespaces SET name = $1, version = $2 WHERE id = $3")
+        .bind(&*target.name)
+        .bind(version)
+        .bind(from.info.id)
+        .execute(&mut *conn)
+        .await?;
+    target.info.set(Some(from.info));
+    staging.info.set(None);
+    target.memo_clear();
+    staging.memo_clear();
+    Ok(true)
+}
+
+/// A version as SQL's signed integer (versions count commits; they never
+/// reach 2^63).
+fn version_to_sql(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn version_from_sql(v: i64) -> Res<u64> {
+    u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
+}
+
+/// Key paths at `at`: the one-statement recursive walk for the current
+/// tree, row depth by row depth at a pinned version.
+async fn paths_on(
+    conn: &mut PgConnection,
+    space: &Space,
+    at: ReadAt,
+    starts: &[PathStart],
+    siblings: bool,
+    set_local_jit_off: bool,
+) -> Res<Vec<(Hash, Node)>> {
+    match at {
+        ReadAt::Current => fetch_key_paths(conn, space, starts, siblings, set_local_jit_off).await,
+        ReadAt::Version(_) => row_reads::paths_at(conn, space, at, starts, siblings).await,
+    }
+}
+
+impl PinStore for PostgresStore {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let name = name.to_owned();
+        write_detached!(self.pool, self.space, begin(), |tx, space| pin_on(
+            &mut tx, space, &name
+        ))
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let name = name.to_owned();
+        write_detached!(self.pool, self.space, begin(), |tx, space| unpin_on(
+            &mut tx, space, &name
+        ))
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        let mut conn = self.pool.acquire().await?;
+        pinned_on(&mut conn, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        let mut conn = self.pool.acquire().await?;
+        pins_on(&mut conn, &self.space).await
+    }
+}
+
+impl PinStore for PostgresTxStore<'_> {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let mut conn = self.conn.lock().await;
+        pin_on(&mut conn, &self.space, name).await
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let mut conn = self.conn.lock().await;
+        unpin_on(&mut conn, &self.space, name).await
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        let mut conn = self.conn.lock().await;
+        pinned_on(&mut conn, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        let mut conn = self.conn.lock().await;
+        pins_on(&mut conn, &self.space).await
+    }
+}
+
+impl BulkStore for PostgresStore {
+    fn name(&self) -> &str {
+        &self.space.name
+    }
+
+    fn open_namespace(&self, name: &str) -> Res<Self> {
+        Ok(self.namespace(name))
+    }
+
+    /// One `INSERT ... SELECT` when both handles share a pool.
+    async fn copy_into(&self, at: ReadAt, target: &Self) -> Res<Option<ComputedNode>> {
+        if !self.same_pool(target) {
+            return Ok(None);
+        }
+        let src = self.space.clone();
+        write_detached!(self.pool, target.space, begin(), |tx, target| copy_on(
+            &mut tx, &src, at, target
+        ))
+    }
+
+    /// A rename of `staging`'s namespace row: constant time.
+    async fn take_tree_of(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
+        if !self.same_pool(staging) || self.space.name == staging.space.name {
+            return Ok(false);
+        }
+        let (from, expected) = (staging.space.clone(), *expected);
+        write_detached!(self.pool, self.space, begin(), |tx, target| take_tree_on(
+            &mut tx, target, &from, &expected
+        ))
+    }
 }
 
 impl TreeStore for PostgresStore {
@@ -824,12 +1456,13 @@ impl TreeStore for PostgresStore {
 
     async fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
-        if !needs_jit_guard(self.jit_off, starts) {
+        if at != ReadAt::Current || !needs_jit_guard(self.jit_off, starts) {
             let mut conn = self.pool.acquire().await?;
-            return fetch_key_paths(&mut conn, &self.space, starts, siblings, false)
+            return paths_on(&mut conn, &self.space, at, starts, siblings, false)
                 .await
                 .map(Some);
         }
@@ -841,6 +1474,29 @@ impl TreeStore for PostgresStore {
         tx.rollback().await?;
         conn.release();
         Ok(Some(nodes))
+    }
+
+    async fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.pool.acquire().await?;
+        row_reads::positions(&mut *conn, &self.space, at, nodes).await
+    }
+
+    async fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.pool.acquire().await?;
+        row_reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit)
+            .await
+            .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {
@@ -911,20 +1567,9 @@ impl TreeStore for PostgresStore {
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let (pool, space) = (self.pool.clone(), self.space.clone());
-        detached_store(move |caller_gone| async move {
-            let mut conn = TxConnection::acquire(&pool).await?;
-            let mut tx = conn.conn().begin().await?;
-            delete_all_on(&mut tx, &space).await?;
-            if caller_gone.get() {
-                tx.rollback().await?;
-            } else {
-                tx.commit().await?;
-            }
-            conn.release();
-            Ok(())
-        })
-        .await
+        write_detached!(self.pool, self.space, begin(), |tx, space| delete_all_on(
+            &mut tx, space
+        ))
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
@@ -962,19 +1607,38 @@ impl TreeStore for PostgresTxStore<'_> {
 
     async fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(
-            &mut conn,
-            &self.space,
-            starts,
-            siblings,
-            needs_jit_guard(false, starts),
-        )
-        .await
-        .map(Some)
+        let jit_guard = needs_jit_guard(false, starts);
+        paths_on(&mut conn, &self.space, at, starts, siblings, jit_guard)
+            .await
+            .map(Some)
+    }
+
+    async fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.conn.lock().await;
+        row_reads::positions(&mut **conn, &self.space, at, nodes).await
+    }
+
+    async fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.conn.lock().await;
+        row_reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit)
+            .await
+            .map(Some)
     }
 
     async fn load_root(&self) -> Res<ComputedNode> {

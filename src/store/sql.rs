@@ -2,7 +2,7 @@
 //! decoding and the folding of a batch into per-row changes.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use super::strata::{Row, RowChange, RowKey, RowMap, RowSink, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
@@ -68,6 +68,19 @@ pub enum SqlStoreError {
     /// [`TreeStore::commit`](super::TreeStore::commit) on the pool stores).
     #[error("the async runtime shut down before the write finished")]
     RuntimeShutdown,
+    /// The namespace's row was gone right after the write transaction
+    /// created it (another handle renamed or removed it meanwhile).
+    #[error("the namespace row vanished inside a write transaction")]
+    NamespaceVanished,
+    /// A read or copy named a version of the namespace that no pin holds.
+    #[error("no pin holds version {version} of this namespace")]
+    NoSuchVersion {
+        /// The version asked for.
+        version: u64,
+    },
+    /// A stored version number is negative (the row is corrupt).
+    #[error("stored version {0} is negative")]
+    BadVersion(i64),
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {
@@ -93,11 +106,44 @@ pub enum MigrationError {
     AlreadyMigrated,
 }
 
-/// A namespace's id and stratum height, fixed once it exists.
-#[derive(Debug, Clone, Copy)]
+/// A namespace's id and stratum height.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NsInfo {
     pub id: i64,
     pub height: StratumHeight,
+}
+
+/// A namespace row as a write transaction sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NsState {
+    pub info: NsInfo,
+    pub root: ComputedNode,
+    /// Commits the namespace has taken.
+    pub version: i64,
+    /// The newest pinned version, if any pin exists: a commit keeps the
+    /// rows it replaces that were written at or before it.
+    pub max_pin: Option<i64>,
+}
+
+/// The id and height a handle last saw for its namespace's name.
+///
+/// Refreshed by every root load: an import swaps the tree behind a name
+/// ([`BulkStore::take_tree_of`](super::BulkStore::take_tree_of)) by
+/// renaming another namespace, so a name's id may change. Writes use the
+/// row their own transaction read, never this cache.
+#[derive(Debug, Default)]
+pub(crate) struct InfoCell(Mutex<Option<NsInfo>>);
+
+impl InfoCell {
+    /// The last id and height seen, if the namespace existed then.
+    pub fn get(&self) -> Option<NsInfo> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records what a root load saw (`None`: no such namespace).
+    pub fn set(&self, info: Option<NsInfo>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = info;
+    }
 }
 
 /// What every handle on one namespace carries: its name, the height it
@@ -106,7 +152,7 @@ pub(crate) struct NsInfo {
 pub(crate) struct Space {
     pub name: Arc<str>,
     pub height: StratumHeight,
-    pub info: OnceLock<NsInfo>,
+    pub info: InfoCell,
     pub counters: Counters,
     pub recent: RecentNodes,
     rows: Mutex<RowMemo>,
@@ -155,7 +201,7 @@ impl Space {
         Arc::new(Space {
             name: Arc::from(name),
             height,
-            info: OnceLock::new(),
+            info: InfoCell::default(),
             counters: Counters::default(),
             recent: RecentNodes::new(recent),
             rows: Mutex::new(RowMemo::default()),
@@ -639,6 +685,31 @@ where
         Err(_) => shutdown(),
     }
 }
+
+/// Runs `$work` (an async expression over `$tx`, a transaction begun
+/// with `$begin`, and `$sp: &Space`) on its own task (see [`detached`]):
+/// committed unless it failed or the caller left before it finished.
+/// Values the expression uses are moved in.
+macro_rules! write_detached {
+    ($pool:expr, $space:expr, $begin:ident($($arg:expr)?), |$tx:ident, $sp:ident| $work:expr) => {{
+        let (pool, space) = ($pool.clone(), $space.clone());
+        $crate::store::sql::detached_store(move |caller_gone| async move {
+            let mut conn = $crate::store::sql::TxConnection::acquire(&pool).await?;
+            let mut $tx = conn.conn().$begin($($arg)?).await?;
+            let $sp: &$crate::store::sql::Space = &space;
+            let out = $work.await?;
+            if caller_gone.get() {
+                $tx.rollback().await?;
+            } else {
+                $tx.commit().await?;
+            }
+            conn.release();
+            Ok(out)
+        })
+        .await
+    }};
+}
+pub(crate) use write_detached;
 
 /// [`detached`] for store operations.
 pub(crate) async fn detached_store<T, F>(

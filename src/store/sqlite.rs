@@ -36,18 +36,24 @@ use tokio::sync::Mutex;
 
 use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
+use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_rows,
-    detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    MigrationError, NsInfo, NsState, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection,
+    decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
+    write_detached,
 };
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
-use super::{CommitOutcome, Counters, PathStart, RecentNodes, StoreStats, TreeStore, UpdateBatch};
+use super::{
+    BulkStore, CommitOutcome, Counters, PathStart, Pin, PinStore, ReadAt, RecentNodes, StoreStats,
+    TreeStore, UpdateBatch,
+};
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::position::Position;
 use crate::tree::{Layout, Tree};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
@@ -127,8 +133,42 @@ const REKEY_STRATA: (i64, &str, &str) = (
     CREATE UNIQUE INDEX ms_smt_strata_position ON ms_smt_strata (ns, path, depth);",
 );
 
+/// Migration 5: versions, pins, and the rows pins keep.
+///
+/// Every commit bumps its namespace's `version` and stamps the rows it
+/// writes with it. A pin records a version and its root; while any pin
+/// exists, a commit copies each row it replaces or deletes that was
+/// written at or before the newest pin into `ms_smt_history`, tagged with
+/// the versions it was current for (`from_version` .. `to_version`). Existing rows and
+/// namespaces start at version 0.
+const VERSIONS_AND_PINS: (i64, &str, &str) = (
+    5,
+    "versions, pins and the rows pins keep",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE ms_smt_strata ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE ms_smt_pins (
+        ns INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        root_hash BLOB,
+        root_sum INTEGER,
+        PRIMARY KEY (ns, name)
+    );
+    CREATE INDEX ms_smt_pins_version ON ms_smt_pins (ns, version);
+    CREATE TABLE ms_smt_history (
+        id INTEGER PRIMARY KEY,
+        ns INTEGER NOT NULL,
+        path BLOB NOT NULL,
+        depth INTEGER NOT NULL,
+        from_version INTEGER NOT NULL,
+        to_version INTEGER NOT NULL,
+        body BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX ms_smt_history_position ON ms_smt_history (ns, path, depth, from_version);",
+);
+
 /// The newest schema version this crate writes.
-const SCHEMA_VERSION: i64 = REKEY_STRATA.0;
+const SCHEMA_VERSION: i64 = VERSIONS_AND_PINS.0;
 
 /// A tree store in an SQLite database, bound to one namespace.
 ///
@@ -279,7 +319,7 @@ impl SqliteStore {
     /// its old rows stay as they were.
     pub async fn migrate(&self) -> Res<()> {
         let mut conn = self.pool.acquire().await?;
-        let current = {
+        let applied = {
             let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
             sqlx::raw_sql(
                 "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
@@ -290,30 +330,36 @@ impl SqliteStore {
             )
             .execute(&mut *tx)
             .await?;
-            let current = migration_version(&mut tx).await?;
-            if current > SCHEMA_VERSION {
+            let applied = applied_migrations(&mut tx).await?;
+            if let Some(&found) = applied.iter().max().filter(|v| **v > SCHEMA_VERSION) {
                 return Err(SqlStoreError::SchemaTooNew {
-                    found: current,
+                    found,
                     supported: SCHEMA_VERSION,
                 });
             }
-            for (version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+            for (version, description, sql) in MIGRATIONS.iter().filter(|m| !applied.contains(&m.0))
+            {
                 sqlx::raw_sql(sql).execute(&mut *tx).await?;
                 record_migration(&mut tx, *version, description).await?;
             }
             tx.commit().await?;
-            current
+            applied
         };
-        if current < MOVE_TO_STRATA.0 {
-            self.move_to_strata(&mut conn).await?;
-        }
-        if current < REKEY_STRATA.0 {
-            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-            if migration_version(&mut tx).await? < REKEY_STRATA.0 {
-                sqlx::raw_sql(REKEY_STRATA.2).execute(&mut *tx).await?;
-                record_migration(&mut tx, REKEY_STRATA.0, REKEY_STRATA.1).await?;
+        // The table moves of 4 and 5 run before the old trees move (3): a
+        // namespace that cannot be moved then leaves a schema this code
+        // reads, and the namespaces moved before it stay readable.
+        for (version, description, sql) in [REKEY_STRATA, VERSIONS_AND_PINS] {
+            if !applied.contains(&version) {
+                let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+                if !applied_migrations(&mut tx).await?.contains(&version) {
+                    sqlx::raw_sql(sql).execute(&mut *tx).await?;
+                    record_migration(&mut tx, version, description).await?;
+                }
+                tx.commit().await?;
             }
-            tx.commit().await?;
+        }
+        if !applied.contains(&MOVE_TO_STRATA.0) {
+            self.move_to_strata(&mut conn).await?;
         }
         Ok(())
     }
@@ -323,7 +369,10 @@ impl SqliteStore {
     async fn move_to_strata(&self, conn: &mut SqliteConnection) -> Res<()> {
         loop {
             let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-            if migration_version(&mut tx).await? >= MOVE_TO_STRATA.0 {
+            if applied_migrations(&mut tx)
+                .await?
+                .contains(&MOVE_TO_STRATA.0)
+            {
                 return Ok(()); // another process finished it
             }
             let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
@@ -368,7 +417,7 @@ impl SqliteStore {
                 .fetch_one(&mut *tx)
                 .await?;
             let counters = Counters::default();
-            write_rows(&mut tx, id, &rows, &counters).await?;
+            write_rows(&mut tx, id, &rows, None, &counters).await?;
             sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ?")
                 .bind(&name)
                 .execute(&mut *tx)
@@ -379,6 +428,12 @@ impl SqliteStore {
                 .await?;
             tx.commit().await?;
         }
+    }
+
+    /// True when `other` shares this handle's pool (so one statement can
+    /// see both namespaces).
+    fn same_pool(&self, other: &SqliteStore) -> bool {
+        Arc::ptr_eq(&self.pool.connect_options(), &other.pool.connect_options())
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -395,10 +450,11 @@ impl SqliteStore {
     }
 }
 
-async fn migration_version(conn: &mut SqliteConnection) -> Res<i64> {
+/// The versions recorded in the migration ledger.
+async fn applied_migrations(conn: &mut SqliteConnection) -> Res<Vec<i64>> {
     Ok(
-        sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM ms_smt_migrations")
-            .fetch_one(&mut *conn)
+        sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+            .fetch_all(&mut *conn)
             .await?,
     )
 }
@@ -446,52 +502,73 @@ pub struct SqliteTxStore<'c> {
     space: Arc<Space>,
 }
 
-/// A namespace row: id, height, root hash and sum (both NULL when empty).
-type NamespaceRow = (i64, i64, Option<Vec<u8>>, Option<i64>);
+/// A namespace row: id, height, root hash and sum (both NULL when empty),
+/// version, and the newest pinned version.
+type NamespaceRow = (i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
 
-/// The namespace's root, learning its id and height on the way.
-async fn load_root(conn: &mut SqliteConnection, space: &Space) -> Res<ComputedNode> {
+/// The namespace's row (`None` when it does not exist), refreshing the
+/// handle's id and height.
+async fn load_state(conn: &mut SqliteConnection, space: &Space) -> Res<Option<NsState>> {
     space.counters.round_trip(1);
     let row: Option<NamespaceRow> = sqlx::query_as(
-        "SELECT id, height, root_hash, root_sum FROM ms_smt_namespaces WHERE name = ?",
+        "SELECT id, height, root_hash, root_sum, version, \
+                (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+         FROM ms_smt_namespaces n WHERE name = ?",
     )
     .bind(&*space.name)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((id, height, hash, sum)) = row else {
-        return Ok(ComputedNode::empty_root());
+    let Some((id, height, hash, sum, version, max_pin)) = row else {
+        space.info.set(None);
+        return Ok(None);
     };
     let height = u8::try_from(height)
         .ok()
         .and_then(StratumHeight::new)
         .ok_or(SqlStoreError::StratumHeight(height))?;
-    let _ = space.info.set(NsInfo { id, height });
-    super::sql::decode_root(&space.name, hash.zip(sum))
+    let info = NsInfo { id, height };
+    space.info.set(Some(info));
+    Ok(Some(NsState {
+        info,
+        root: super::sql::decode_root(&space.name, hash.zip(sum))?,
+        version,
+        max_pin,
+    }))
 }
 
-/// The namespace's id and height, creating its row when `create` (inside
-/// a write transaction). `None` when it does not exist and `create` is false.
-async fn namespace(
-    conn: &mut SqliteConnection,
-    space: &Space,
-    create: bool,
-) -> Res<Option<NsInfo>> {
-    if let Some(info) = space.info.get() {
-        return Ok(Some(*info));
+/// The namespace's root, learning its id and height on the way.
+async fn load_root(conn: &mut SqliteConnection, space: &Space) -> Res<ComputedNode> {
+    Ok(load_state(conn, space)
+        .await?
+        .map_or_else(ComputedNode::empty_root, |s| s.root))
+}
+
+/// The namespace's id and height for a read (the handle's last sight of
+/// it, else its row); `None` when it does not exist.
+async fn namespace(conn: &mut SqliteConnection, space: &Space) -> Res<Option<NsInfo>> {
+    match space.info.get() {
+        Some(info) => Ok(Some(info)),
+        None => Ok(load_state(conn, space).await?.map(|s| s.info)),
     }
-    if create {
-        space.counters.round_trip(1);
-        sqlx::query(
-            "INSERT INTO ms_smt_namespaces (name, height) VALUES (?, ?) \
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(&*space.name)
-        .bind(i64::from(space.height.get() as u8))
-        .execute(&mut *conn)
-        .await?;
+}
+
+/// The namespace's row inside a write transaction, created if missing.
+async fn state_for_write(conn: &mut SqliteConnection, space: &Space) -> Res<NsState> {
+    if let Some(state) = load_state(conn, space).await? {
+        return Ok(state);
     }
-    load_root(conn, space).await?;
-    Ok(space.info.get().copied())
+    space.counters.round_trip(1);
+    sqlx::query(
+        "INSERT INTO ms_smt_namespaces (name, height) VALUES (?, ?) \
+         ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(&*space.name)
+    .bind(i64::from(space.height.get() as u8))
+    .execute(&mut *conn)
+    .await?;
+    load_state(conn, space)
+        .await?
+        .ok_or(SqlStoreError::NamespaceVanished)
 }
 
 /// Reads the rows on the paths of `starts` (each from the row holding its
@@ -511,7 +588,7 @@ async fn fetch_key_paths(
     starts: &[PathStart],
     siblings: bool,
 ) -> Res<Vec<(Hash, Node)>> {
-    let Some(info) = namespace(conn, space, false).await? else {
+    let Some(info) = namespace(conn, space).await? else {
         return Ok(Vec::new());
     };
     let h = info.height.get();
@@ -585,22 +662,25 @@ async fn commit_on(
     space: &Space,
     batch: &UpdateBatch,
 ) -> Res<CommitOutcome> {
-    let current = load_root(conn, space).await?;
-    if current != batch.old_root {
+    let state = state_for_write(conn, space).await?;
+    if state.root != batch.old_root {
         space.counters.conflict();
-        return Ok(CommitOutcome::RootMoved { current });
+        return Ok(CommitOutcome::RootMoved {
+            current: state.root,
+        });
     }
-    let Some(info) = namespace(conn, space, true).await? else {
-        space.counters.conflict();
-        return Ok(CommitOutcome::RootMoved { current });
-    };
+    let info = state.info;
+    let version = state.version.saturating_add(1);
     fail_point!(space, "root_checked");
     let keys = strata::touched_rows(batch, info.height);
     let (known, unknown) = space.memo_take(&batch.old_root, &keys);
     let stored = read_rows(conn, info, &unknown, &space.counters).await?;
     let changes = merge(space, info.height, batch, keys, known, stored)?;
     fail_point!(space, "merged");
-    write_rows(conn, info.id, &changes, &space.counters).await?;
+    if let Some(max_pin) = state.max_pin {
+        keep_for_pins(conn, info.id, &changes, max_pin, version, &space.counters).await?;
+    }
+    write_rows(conn, info.id, &changes, Some(version), &space.counters).await?;
     fail_point!(space, "written");
     space.counters.round_trip(1);
     let root = (batch.new_root != ComputedNode::empty_root()).then(|| {
@@ -610,14 +690,55 @@ async fn commit_on(
         )
     });
     let (hash, sum) = root.unzip();
-    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ? WHERE id = ?")
-        .bind(hash)
-        .bind(sum)
-        .bind(info.id)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(
+        "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ? WHERE id = ?",
+    )
+    .bind(hash)
+    .bind(sum)
+    .bind(version)
+    .bind(info.id)
+    .execute(&mut *conn)
+    .await?;
     space.counters.written(changes.len() as u64);
     Ok(CommitOutcome::Committed)
+}
+
+/// Copies the rows a commit at `version` is about to replace or delete
+/// into `ms_smt_history` when a pin may still read them: those written at
+/// or before the newest pin (`max_pin`). One packed statement.
+async fn keep_for_pins(
+    conn: &mut SqliteConnection,
+    ns: i64,
+    changes: &[RowChange],
+    max_pin: i64,
+    version: i64,
+    counters: &Counters,
+) -> Res<()> {
+    let sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+         INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+         SELECT n.ns, n.path, n.depth, n.version, ?5, n.body FROM k CROSS JOIN ms_smt_strata n \
+           ON n.ns = ?1 AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
+          AND n.depth = k.depth \
+         WHERE n.version <= ?6"
+    );
+    let keys = changes.iter().map(|c| match c {
+        RowChange::Put(key, _) | RowChange::Delete(key) => (key, &[][..]),
+    });
+    for chunk in PackedRows::chunks(keys) {
+        counters.round_trip(1);
+        sqlx::query(&sql)
+            .bind(ns)
+            .bind(count(chunk.len))
+            .bind(chunk.path)
+            .bind(chunk.depth)
+            .bind(version)
+            .bind(max_pin)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The stored bodies of the rows at `keys`.
@@ -655,22 +776,38 @@ async fn read_rows(
 /// Writes a merge's row changes: one packed upsert of the rows that
 /// changed, one packed delete of the rows left empty (one of each unless
 /// the batch exceeds a chunk). Rows go in key order.
+/// `version` stamps the rows written (`None`: the schema before
+/// migration 5, for migration 3).
 async fn write_rows(
     conn: &mut SqliteConnection,
     ns: i64,
     changes: &[RowChange],
+    version: Option<i64>,
     counters: &Counters,
 ) -> Res<()> {
-    let put_sql = format!(
-        "WITH RECURSIVE {INDEX_CTE}, \
-         r(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
-         INSERT INTO ms_smt_strata (ns, path, depth, body) \
-         SELECT ?1, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
-                substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
-                       CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)) \
-         FROM r WHERE true \
-         ON CONFLICT (ns, path, depth) DO UPDATE SET body = excluded.body"
-    );
+    let put_sql = match version {
+        Some(_) => format!(
+            "WITH RECURSIVE {INDEX_CTE}, \
+             r(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+             INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+             SELECT ?1, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
+                    substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
+                           CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)), ?8 \
+             FROM r WHERE true \
+             ON CONFLICT (ns, path, depth) DO UPDATE \
+             SET body = excluded.body, version = excluded.version"
+        ),
+        None => format!(
+            "WITH RECURSIVE {INDEX_CTE}, \
+             r(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
+             INSERT INTO ms_smt_strata (ns, path, depth, body) \
+             SELECT ?1, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
+                    substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
+                           CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)) \
+             FROM r WHERE true \
+             ON CONFLICT (ns, path, depth) DO UPDATE SET body = excluded.body"
+        ),
+    };
     let puts = changes.iter().filter_map(|c| match c {
         RowChange::Put(key, body) => Some((key, body.as_slice())),
         RowChange::Delete(_) => None,
@@ -685,6 +822,7 @@ async fn write_rows(
             .bind(chunk.body)
             .bind(chunk.body_at)
             .bind(chunk.body_len)
+            .bind(version)
             .execute(&mut *conn)
             .await?;
     }
@@ -718,8 +856,9 @@ async fn scan_rows_on(
     space: &Space,
     sink: &mut dyn RowSink,
 ) -> Res<()> {
-    let root = load_root(conn, space).await?;
-    let info = space.info.get().copied();
+    let state = load_state(conn, space).await?;
+    let root = state.map_or_else(ComputedNode::empty_root, |s| s.root);
+    let info = state.map(|s| s.info);
     sink.begin(root, info.map_or(space.height, |i| i.height));
     let Some(info) = info else {
         return Ok(());
@@ -744,22 +883,573 @@ async fn scan_rows_on(
     }
 }
 
-/// Removes the namespace's rows (one key range) and its root.
+/// Removes the namespace's rows (one key range) and its root; rows a pin
+/// may still read are kept first.
 async fn delete_all_on(conn: &mut SqliteConnection, space: &Space) -> Res<()> {
-    let Some(info) = namespace(conn, space, false).await? else {
+    let Some(state) = load_state(conn, space).await? else {
         return Ok(());
     };
+    let id = state.info.id;
+    let version = state.version.saturating_add(1);
     space.memo_clear();
+    if let Some(max_pin) = state.max_pin {
+        space.counters.round_trip(1);
+        sqlx::query(
+            "INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+             SELECT ns, path, depth, version, ?2, body FROM ms_smt_strata \
+             WHERE ns = ?1 AND version <= ?3",
+        )
+        .bind(id)
+        .bind(version)
+        .bind(max_pin)
+        .execute(&mut *conn)
+        .await?;
+    }
     space.counters.round_trip(2);
     sqlx::query("DELETE FROM ms_smt_strata WHERE ns = ?")
-        .bind(info.id)
+        .bind(id)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL WHERE id = ?")
-        .bind(info.id)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(
+        "UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = ? \
+         WHERE id = ?",
+    )
+    .bind(version)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
+}
+
+/// A pin row: name, version, root hash and sum (NULL for an empty tree).
+type PinRow = (String, i64, Option<Vec<u8>>, Option<i64>);
+
+fn decode_pin(space: &Space, (name, version, hash, sum): PinRow) -> Res<Pin> {
+    Ok(Pin {
+        name,
+        root: super::sql::decode_root(&space.name, hash.zip(sum))?,
+        version: version_from_sql(version)?,
+    })
+}
+
+/// Pins the current root under `name` inside a write transaction.
+async fn pin_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<Pin> {
+    let state = state_for_write(conn, space).await?;
+    let id = state.info.id;
+    space.counters.round_trip(2);
+    let replaced: Option<i64> =
+        sqlx::query_scalar("SELECT version FROM ms_smt_pins WHERE ns = ? AND name = ?")
+            .bind(id)
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let root = (state.root != ComputedNode::empty_root())
+        .then(|| (state.root.hash.0.to_vec(), sum_to_sql(state.root.sum)));
+    let (hash, sum) = root.unzip();
+    sqlx::query(
+        "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) VALUES (?, ?, ?, ?, ?) \
+         ON CONFLICT (ns, name) DO UPDATE SET version = excluded.version, \
+             root_hash = excluded.root_hash, root_sum = excluded.root_sum",
+    )
+    .bind(id)
+    .bind(name)
+    .bind(state.version)
+    .bind(hash)
+    .bind(sum)
+    .execute(&mut *conn)
+    .await?;
+    if let Some(old) = replaced.filter(|v| *v != state.version) {
+        release_version(conn, space, id, old).await?;
+    }
+    Ok(Pin {
+        name: name.to_owned(),
+        root: state.root,
+        version: version_from_sql(state.version)?,
+    })
+}
+
+/// Removes the pin `name` inside a write transaction; false when none.
+async fn unpin_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<bool> {
+    let Some(info) = load_state(conn, space).await?.map(|s| s.info) else {
+        return Ok(false);
+    };
+    space.counters.round_trip(1);
+    let removed: Option<i64> =
+        sqlx::query_scalar("DELETE FROM ms_smt_pins WHERE ns = ? AND name = ? RETURNING version")
+            .bind(info.id)
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+    match removed {
+        Some(version) => release_version(conn, space, info.id, version)
+            .await
+            .map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// Deletes the kept rows that only version `version` (no longer pinned)
+/// could read: those current at it that no remaining pin reads.
+async fn release_version(
+    conn: &mut SqliteConnection,
+    space: &Space,
+    ns: i64,
+    version: i64,
+) -> Res<()> {
+    space.counters.round_trip(1);
+    sqlx::query(
+        "DELETE FROM ms_smt_history WHERE ns = ?1 AND from_version <= ?2 AND to_version > ?2 \
+         AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = ?1 \
+             AND p.version >= ms_smt_history.from_version \
+             AND p.version < ms_smt_history.to_version)",
+    )
+    .bind(ns)
+    .bind(version)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The pin `name`, if any.
+async fn pinned_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<Option<Pin>> {
+    space.counters.round_trip(1);
+    let row: Option<PinRow> = sqlx::query_as(
+        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
+         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = ? AND p.name = ?",
+    )
+    .bind(&*space.name)
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|r| decode_pin(space, r)).transpose()
+}
+
+/// Every pin of the namespace, oldest version first.
+async fn pins_on(conn: &mut SqliteConnection, space: &Space) -> Res<Vec<Pin>> {
+    space.counters.round_trip(1);
+    let rows: Vec<PinRow> = sqlx::query_as(
+        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
+         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = ? ORDER BY p.version, p.name",
+    )
+    .bind(&*space.name)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter().map(|r| decode_pin(space, r)).collect()
+}
+
+/// The bodies of the rows at `keys` as they were at `version`: the live
+/// row if written at or before it, else the kept copy current then.
+async fn read_rows_at(
+    conn: &mut SqliteConnection,
+    info: NsInfo,
+    version: i64,
+    keys: &[RowKey],
+    counters: &Counters,
+) -> Res<Vec<(RowKey, Vec<u8>)>> {
+    let sql = format!(
+        "WITH RECURSIVE {INDEX_CTE}, \
+         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx), \
+         kp(path, depth) AS (SELECT substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k) \
+         SELECT path, depth, body FROM ( \
+             SELECT kp.path AS path, kp.depth AS depth, COALESCE( \
+                 (SELECT n.body FROM ms_smt_strata n WHERE n.ns = ?1 AND n.path = kp.path \
+                    AND n.depth = kp.depth AND n.version <= ?5), \
+                 (SELECT h.body FROM ms_smt_history h WHERE h.ns = ?1 AND h.path = kp.path \
+                    AND h.depth = kp.depth AND h.from_version <= ?5 AND h.to_version > ?5)) AS body \
+             FROM kp) \
+         WHERE body IS NOT NULL"
+    );
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in PackedRows::chunks(keys.iter().map(|k| (k, &[][..]))) {
+        counters.round_trip(1);
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = sqlx::query_as(&sql)
+            .bind(info.id)
+            .bind(count(chunk.len))
+            .bind(chunk.path)
+            .bind(chunk.depth)
+            .bind(version)
+            .fetch_all(&mut *conn)
+            .await?;
+        out.extend(rows.into_iter().map(|(path, depth, body)| {
+            let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+            (RowKey { path, depth }, body)
+        }));
+    }
+    Ok(out)
+}
+
+impl RowQueries for SqliteConnection {
+    async fn ns_info(&mut self, space: &Space) -> Res<Option<NsInfo>> {
+        namespace(self, space).await
+    }
+
+    async fn rows_at(
+        &mut self,
+        space: &Space,
+        info: NsInfo,
+        at: ReadAt,
+        keys: &[RowKey],
+    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
+        match at {
+            ReadAt::Current => read_rows(self, info, keys, &space.counters).await,
+            ReadAt::Version(v) => {
+                read_rows_at(self, info, version_to_sql(v), keys, &space.counters).await
+            }
+        }
+    }
+
+    async fn rows_after(
+        &mut self,
+        space: &Space,
+        info: NsInfo,
+        at: ReadAt,
+        after: &[u8],
+        before: &[u8],
+        limit: usize,
+    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
+        space.counters.round_trip(1);
+        let limit = count(limit);
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = match at {
+            ReadAt::Current => {
+                sqlx::query_as(
+                    "SELECT path, depth, body FROM ms_smt_strata \
+                     WHERE ns = ?1 AND path > ?2 AND path < ?3 ORDER BY path, depth LIMIT ?4",
+                )
+                .bind(info.id)
+                .bind(after)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&mut *self)
+                .await?
+            }
+            ReadAt::Version(v) => {
+                sqlx::query_as(
+                    "SELECT path, depth, body FROM ( \
+                         SELECT * FROM (SELECT path, depth, body FROM ms_smt_strata \
+                             WHERE ns = ?1 AND path > ?2 AND path < ?3 AND version <= ?5 \
+                             ORDER BY path, depth LIMIT ?4) \
+                       UNION ALL \
+                         SELECT * FROM (SELECT path, depth, body FROM ms_smt_history \
+                             WHERE ns = ?1 AND path > ?2 AND path < ?3 \
+                               AND from_version <= ?5 AND to_version > ?5 \
+                             ORDER BY path, depth LIMIT ?4)) \
+                     ORDER BY path, depth LIMIT ?4",
+                )
+                .bind(info.id)
+                .bind(after)
+                .bind(before)
+                .bind(limit)
+                .bind(version_to_sql(v))
+                .fetch_all(&mut *self)
+                .await?
+            }
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(path, depth, body)| {
+                let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+                (RowKey { path, depth }, body)
+            })
+            .collect())
+    }
+}
+
+/// Copies the tree `at` of `src`'s namespace into `target`'s, which must
+/// be vacant (no root, no rows, no pins), in one write transaction.
+/// `None` when the target is not vacant.
+async fn copy_on(
+    conn: &mut SqliteConnection,
+    src: &Space,
+    at: ReadAt,
+    target: &Space,
+) -> Res<Option<ComputedNode>> {
+    let from = load_state(conn, src).await?;
+    let root = match (from, at) {
+        (None, ReadAt::Current) => ComputedNode::empty_root(),
+        (None, ReadAt::Version(version)) => return Err(SqlStoreError::NoSuchVersion { version }),
+        (Some(from), ReadAt::Current) => from.root,
+        (Some(from), ReadAt::Version(v)) => root_at_version(conn, src, from, v).await?,
+    };
+    let to = state_for_write(conn, target).await?;
+    if !vacant(conn, target, &to).await? {
+        return Ok(None);
+    }
+    let version = to.version.saturating_add(1);
+    let Some(from) = from else {
+        set_root(conn, target, to.info.id, &root, version, None).await?;
+        return Ok(Some(root));
+    };
+    target.counters.round_trip(1);
+    let copied = match at {
+        ReadAt::Current => {
+            sqlx::query(
+                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+                 SELECT ?1, path, depth, body, ?3 FROM ms_smt_strata WHERE ns = ?2 \
+                 ORDER BY path, depth",
+            )
+            .bind(to.info.id)
+            .bind(from.info.id)
+            .bind(version)
+            .execute(&mut *conn)
+            .await?
+        }
+        ReadAt::Version(v) => {
+            sqlx::query(
+                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+                 SELECT ?1, path, depth, body, ?3 FROM ( \
+                     SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?2 AND version <= ?4 \
+                   UNION ALL \
+                     SELECT path, depth, body FROM ms_smt_history WHERE ns = ?2 \
+                       AND from_version <= ?4 AND to_version > ?4) \
+                 ORDER BY path, depth",
+            )
+            .bind(to.info.id)
+            .bind(from.info.id)
+            .bind(version)
+            .bind(version_to_sql(v))
+            .execute(&mut *conn)
+            .await?
+        }
+    };
+    target.counters.written(copied.rows_affected());
+    set_root(
+        conn,
+        target,
+        to.info.id,
+        &root,
+        version,
+        Some(from.info.height),
+    )
+    .await?;
+    target.memo_clear();
+    Ok(Some(root))
+}
+
+/// The root pinned at `version`, or the current one if it is the current
+/// version.
+async fn root_at_version(
+    conn: &mut SqliteConnection,
+    space: &Space,
+    state: NsState,
+    version: u64,
+) -> Res<ComputedNode> {
+    if version_to_sql(version) == state.version {
+        return Ok(state.root);
+    }
+    space.counters.round_trip(1);
+    let row: Option<(Option<Vec<u8>>, Option<i64>)> = sqlx::query_as(
+        "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = ? AND version = ? LIMIT 1",
+    )
+    .bind(state.info.id)
+    .bind(version_to_sql(version))
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (hash, sum) = row.ok_or(SqlStoreError::NoSuchVersion { version })?;
+    super::sql::decode_root(&space.name, hash.zip(sum))
+}
+
+/// True when the namespace holds no tree, no rows and no pins.
+async fn vacant(conn: &mut SqliteConnection, space: &Space, state: &NsState) -> Res<bool> {
+    if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
+        return Ok(false);
+    }
+    space.counters.round_trip(1);
+    let rows: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = ?)")
+        .bind(state.info.id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(!rows)
+}
+
+/// Sets a namespace's root and version (and its height, when given).
+async fn set_root(
+    conn: &mut SqliteConnection,
+    space: &Space,
+    id: i64,
+    root: &ComputedNode,
+    version: i64,
+    height: Option<StratumHeight>,
+) -> Res<()> {
+    let stored =
+        (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
+    let (hash, sum) = stored.unzip();
+    space.counters.round_trip(1);
+    sqlx::query(
+        "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ?, \
+             height = COALESCE(?, height) WHERE id = ?",
+    )
+    .bind(hash)
+    .bind(sum)
+    .bind(version)
+    .bind(height.map(|h| i64::from(h.get() as u8)))
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives `target`'s name to `staging`'s tree if `target` is vacant and
+/// `staging` holds `expected` and no pins (see
+/// [`BulkStore::take_tree_of`]).
+async fn take_tree_on(
+    conn: &mut SqliteConnection,
+    target: &Space,
+    staging: &Space,
+    expected: &ComputedNode,
+) -> Res<bool> {
+    let Some(from) = load_state(conn, staging).await? else {
+        return Ok(false);
+    };
+    if from.root != *expected || from.max_pin.is_some() {
+        return Ok(false);
+    }
+    let mut version = 1;
+    if let Some(to) = load_state(conn, target).await? {
+        if !vacant(conn, target, &to).await? {
+            return Ok(false);
+        }
+        version = to.version.saturating_add(1).max(from.version);
+        target.counters.round_trip(1);
+        sqlx::query("DELETE FROM ms_smt_namespaces WHERE id = ?")
+            .bind(to.info.id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    target.counters.round_trip(1);
+    sqlx::query("UPDATE ms_smt_namespaces SET name = ?, version = ? WHERE id = ?")
+        .bind(&*target.name)
+        .bind(version)
+        .bind(from.info.id)
+        .execute(&mut *conn)
+        .await?;
+    target.info.set(Some(from.info));
+    staging.info.set(None);
+    target.memo_clear();
+    staging.memo_clear();
+    Ok(true)
+}
+
+/// A version as SQL's signed integer (versions count commits; they never
+/// reach 2^63).
+fn version_to_sql(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn version_from_sql(v: i64) -> Res<u64> {
+    u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
+}
+
+/// Key paths at `at`: the one-statement recursive walk for the current
+/// tree, row depth by row depth at a pinned version.
+async fn paths_on(
+    conn: &mut SqliteConnection,
+    space: &Space,
+    at: ReadAt,
+    starts: &[PathStart],
+    siblings: bool,
+) -> Res<Vec<(Hash, Node)>> {
+    match at {
+        ReadAt::Current => fetch_key_paths(conn, space, starts, siblings).await,
+        ReadAt::Version(_) => row_reads::paths_at(conn, space, at, starts, siblings).await,
+    }
+}
+
+impl PinStore for SqliteStore {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let name = name.to_owned();
+        write_detached!(
+            self.pool,
+            self.space,
+            begin_with("BEGIN IMMEDIATE"),
+            |tx, space| pin_on(&mut tx, space, &name)
+        )
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let name = name.to_owned();
+        write_detached!(
+            self.pool,
+            self.space,
+            begin_with("BEGIN IMMEDIATE"),
+            |tx, space| unpin_on(&mut tx, space, &name)
+        )
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        let mut conn = self.pool.acquire().await?;
+        pinned_on(&mut conn, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        let mut conn = self.pool.acquire().await?;
+        pins_on(&mut conn, &self.space).await
+    }
+}
+
+impl PinStore for SqliteTxStore<'_> {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let mut conn = self.conn.lock().await;
+        let mut savepoint = conn.begin().await?;
+        let pin = pin_on(&mut savepoint, &self.space, name).await?;
+        savepoint.commit().await?;
+        Ok(pin)
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let mut conn = self.conn.lock().await;
+        let mut savepoint = conn.begin().await?;
+        let removed = unpin_on(&mut savepoint, &self.space, name).await?;
+        savepoint.commit().await?;
+        Ok(removed)
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        let mut conn = self.conn.lock().await;
+        pinned_on(&mut conn, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        let mut conn = self.conn.lock().await;
+        pins_on(&mut conn, &self.space).await
+    }
+}
+
+impl BulkStore for SqliteStore {
+    fn name(&self) -> &str {
+        &self.space.name
+    }
+
+    fn open_namespace(&self, name: &str) -> Res<Self> {
+        Ok(self.namespace(name))
+    }
+
+    /// One `INSERT ... SELECT` when both handles share a pool.
+    async fn copy_into(&self, at: ReadAt, target: &Self) -> Res<Option<ComputedNode>> {
+        if !self.same_pool(target) {
+            return Ok(None);
+        }
+        let src = self.space.clone();
+        write_detached!(
+            self.pool,
+            target.space,
+            begin_with("BEGIN IMMEDIATE"),
+            |tx, target| copy_on(&mut tx, &src, at, target)
+        )
+    }
+
+    /// A rename of `staging`'s namespace row: constant time.
+    async fn take_tree_of(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
+        if !self.same_pool(staging) || self.space.name == staging.space.name {
+            return Ok(false);
+        }
+        let (from, expected) = (staging.space.clone(), *expected);
+        write_detached!(
+            self.pool,
+            self.space,
+            begin_with("BEGIN IMMEDIATE"),
+            |tx, target| take_tree_on(&mut tx, target, &from, &expected)
+        )
+    }
 }
 
 impl TreeStore for SqliteStore {
@@ -775,11 +1465,35 @@ impl TreeStore for SqliteStore {
 
     async fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.pool.acquire().await?;
-        fetch_key_paths(&mut conn, &self.space, starts, siblings)
+        paths_on(&mut conn, &self.space, at, starts, siblings)
+            .await
+            .map(Some)
+    }
+
+    async fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.pool.acquire().await?;
+        row_reads::positions(&mut *conn, &self.space, at, nodes).await
+    }
+
+    async fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.pool.acquire().await?;
+        row_reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit)
             .await
             .map(Some)
     }
@@ -853,20 +1567,12 @@ impl TreeStore for SqliteStore {
     }
 
     async fn delete_all(&self) -> Res<()> {
-        let (pool, space) = (self.pool.clone(), self.space.clone());
-        detached_store(move |caller_gone| async move {
-            let mut conn = TxConnection::acquire(&pool).await?;
-            let mut tx = conn.conn().begin_with("BEGIN IMMEDIATE").await?;
-            delete_all_on(&mut tx, &space).await?;
-            if caller_gone.get() {
-                tx.rollback().await?;
-            } else {
-                tx.commit().await?;
-            }
-            conn.release();
-            Ok(())
-        })
-        .await
+        write_detached!(
+            self.pool,
+            self.space,
+            begin_with("BEGIN IMMEDIATE"),
+            |tx, space| delete_all_on(&mut tx, space)
+        )
     }
 
     async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
@@ -901,11 +1607,35 @@ impl TreeStore for SqliteTxStore<'_> {
 
     async fn fetch_key_paths(
         &self,
+        at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Option<Vec<(Hash, Node)>>> {
         let mut conn = self.conn.lock().await;
-        fetch_key_paths(&mut conn, &self.space, starts, siblings)
+        paths_on(&mut conn, &self.space, at, starts, siblings)
+            .await
+            .map(Some)
+    }
+
+    async fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.conn.lock().await;
+        row_reads::positions(&mut **conn, &self.space, at, nodes).await
+    }
+
+    async fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Option<Vec<(Hash, Node)>>> {
+        let mut conn = self.conn.lock().await;
+        row_reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit)
             .await
             .map(Some)
     }

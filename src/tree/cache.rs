@@ -28,6 +28,12 @@ impl NodeCache {
         self.nodes.insert(hash, node);
     }
 
+    /// Removes and returns the node under `hash` (walks that visit each
+    /// node once keep their memory bounded this way).
+    pub fn take(&mut self, hash: &Hash) -> Option<Node> {
+        self.nodes.remove(hash)
+    }
+
     /// True when `hash` was fetched.
     pub fn contains(&self, hash: &Hash) -> bool {
         self.nodes.contains_key(hash)

@@ -11,7 +11,7 @@ use crate::error::{PlanError, TreeError};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::store::{NodeSource, PathStart, RecentNodes, TreeStore};
+use crate::store::{NodeSource, PathStart, ReadAt, RecentNodes, TreeStore};
 use crate::tree::cache::NodeCache;
 
 /// Fetches the nodes on the paths of `keys` (sorted in tree order), level by
@@ -32,6 +32,7 @@ use crate::tree::cache::NodeCache;
 /// are 256 levels deep.
 pub(crate) async fn fetch_paths<S: TreeStore>(
     store: &S,
+    at: ReadAt,
     root: &ComputedNode,
     keys: &[Key],
     siblings: bool,
@@ -138,7 +139,7 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
     }
     if !starts.is_empty() {
         match store
-            .fetch_key_paths(&starts, siblings)
+            .fetch_key_paths(at, &starts, siblings)
             .await
             .map_err(TreeError::Store)?
         {

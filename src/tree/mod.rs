@@ -18,14 +18,28 @@
 
 mod cache;
 mod compacted;
+mod copy;
+mod diff;
+mod export;
 mod fetch;
 mod full;
 mod items;
+mod iter;
 mod plan;
+mod subtree;
+mod sync;
+mod view;
 mod walk;
 
 pub use cache::NodeCache;
+pub use copy::{CopyError, CopyReport};
+pub use diff::{Diff, DiffEntry};
+pub use export::{Chunk, ExportError, Import, ImportError, Trunk, check_export};
+pub use iter::{DEFAULT_PAGE, LeafEntry, Leaves};
 pub use plan::plan_insert_many;
+pub use subtree::Subtree;
+pub use sync::{SyncError, SyncPeer, SyncReport};
+pub use view::View;
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -37,7 +51,7 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::Proof;
 use crate::store::strata::RowAudit;
-use crate::store::{CommitOutcome, TreeStore};
+use crate::store::{CommitOutcome, ReadAt, TreeStore};
 
 /// Which descent a tree runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -194,12 +208,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             {
                 return Ok(root);
             }
-            let Some((root, cache)) = self.read(&keys, siblings, true).await? else {
+            let Some((root, cache)) = self.read(Target::CURRENT, &keys, siblings, true).await?
+            else {
                 backoff(attempt).await;
                 continue;
             };
             let update = match plan::plan_items(L::KIND, &cache, root, &items) {
-                Err(e) if self.lost_race(&e, &root).await? => {
+                Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
                     backoff(attempt).await;
                     continue;
                 }
@@ -230,10 +245,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// The leaves at `keys`, in order, read in one level-batched descent.
     pub async fn get_many(&self, keys: &[Key]) -> Res<Vec<Leaf>, S> {
-        self.read_each(keys, false, |cache, root, key| {
-            walk::walk(cache, root, key, None)
-        })
-        .await
+        self.view().get_many(keys).await
     }
 
     /// The merkle proof for `key` (inclusion or exclusion).
@@ -246,14 +258,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// Proofs for `keys`, in order, read in one level-batched descent.
     pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
-        // A sibling's sum is its parent's minus the path child's: the path
-        // alone is read.
-        self.read_each(keys, false, |cache, root, key| {
-            let mut proof = Proof::empty();
-            walk::walk(cache, root, key, Some(&mut proof))?;
-            Ok(proof)
-        })
-        .await
+        self.view().merkle_proofs(keys).await
     }
 
     /// Removes every node and the root of this tree's namespace.
@@ -261,21 +266,31 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         self.store.delete_all().await.map_err(TreeError::Store)
     }
 
-    /// Reads the root and the nodes on the paths of `keys` (`for_write`:
-    /// the read phase of a write). `None` when a concurrent writer removed
-    /// a node between the two (retry).
+    /// Reads the root of `target` and the nodes on the paths of `keys`
+    /// (`for_write`: the read phase of a write). `None` when a concurrent
+    /// writer removed a node between the two (retry).
     async fn read(
         &self,
+        target: Target,
         keys: &[Key],
         siblings: bool,
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
-        let root = self.root().await?;
+        let root = self.root_of(target).await?;
         let sorted = items::sorted_keys(keys);
-        match fetch::fetch_paths(&self.store, &root, &sorted, siblings, for_write).await {
+        match fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await
+        {
             Ok(cache) => Ok(Some((root, cache))),
-            Err(TreeError::Plan(e)) if self.lost_race(&e, &root).await? => Ok(None),
+            Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The root `target` reads: its fixed root, or the current one.
+    pub(crate) async fn root_of(&self, target: Target) -> Res<ComputedNode, S> {
+        match target.root {
+            Some(root) => Ok(root),
+            None => self.root().await,
         }
     }
 
@@ -284,24 +299,48 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// retries from a fresh read. Reads are not one snapshot; nodes are
     /// content-addressed, so a node that is found is always the right one,
     /// and only a missing one can reveal the race: in the level reads, in
-    /// a path walk that stopped early, or in an off-path sibling.
-    async fn lost_race(&self, err: &PlanError, root: &ComputedNode) -> Res<bool, S> {
-        Ok(matches!(err, PlanError::MissingNode { .. }) && self.root().await? != *root)
+    /// a path walk that stopped early, or in an off-path sibling. A pinned
+    /// tree does not move: a node missing from it is an error.
+    pub(crate) async fn lost_race(
+        &self,
+        target: Target,
+        err: &PlanError,
+        root: &ComputedNode,
+    ) -> Res<bool, S> {
+        Ok(target.root.is_none()
+            && matches!(err, PlanError::MissingNode { .. })
+            && self.root().await? != *root)
     }
 
-    async fn read_each<T>(
+    pub(crate) async fn read_each<T>(
         &self,
+        target: Target,
         keys: &[Key],
         siblings: bool,
         f: impl Fn(&NodeCache, &ComputedNode, &Key) -> Result<T, PlanError>,
     ) -> Res<Vec<T>, S> {
+        self.read_all(target, keys, siblings, |cache, root| {
+            keys.iter().map(|k| f(cache, root, k)).collect()
+        })
+        .await
+    }
+
+    /// Reads the paths of `keys` in `target` and hands them to `f` once,
+    /// retrying while concurrent writers move the current tree under it.
+    pub(crate) async fn read_all<T>(
+        &self,
+        target: Target,
+        keys: &[Key],
+        siblings: bool,
+        f: impl Fn(&NodeCache, &ComputedNode) -> Result<T, PlanError>,
+    ) -> Res<T, S> {
         for attempt in 0..self.max_attempts {
-            let Some((root, cache)) = self.read(keys, siblings, false).await? else {
+            let Some((root, cache)) = self.read(target, keys, siblings, false).await? else {
                 backoff(attempt).await;
                 continue;
             };
-            match keys.iter().map(|k| f(&cache, &root, k)).collect() {
-                Err(e) if self.lost_race(&e, &root).await? => backoff(attempt).await,
+            match f(&cache, &root) {
+                Err(e) if self.lost_race(target, &e, &root).await? => backoff(attempt).await,
                 other => return other.map_err(TreeError::Plan),
             }
         }
@@ -311,8 +350,26 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     }
 }
 
+/// The tree a read looks at: the current one (each read loads its root),
+/// or a fixed root at a pinned version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// What the store reads.
+    pub at: ReadAt,
+    /// The fixed root, for pinned trees.
+    pub root: Option<ComputedNode>,
+}
+
+impl Target {
+    /// The current tree.
+    pub const CURRENT: Target = Target {
+        at: ReadAt::Current,
+        root: None,
+    };
+}
+
 /// Short randomised pause before retrying a write that lost a race.
-async fn backoff(attempt: u32) {
+pub(crate) async fn backoff(attempt: u32) {
     let spread = u64::from(attempt.min(8)) + 1;
     let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 500;
     tokio::time::sleep(Duration::from_micros(spread * 200 + jitter)).await;

@@ -6,8 +6,10 @@ use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
+use crate::position::Position;
 use crate::proof::Proof;
 use crate::store::NodeSource;
+use crate::tree::subtree::Subtree;
 
 /// Walks from `root` towards `key`. Returns the leaf found (the empty leaf
 /// for an absent key) and, when `siblings` is given, fills in every sibling
@@ -96,4 +98,63 @@ fn sibling_sum<R: NodeSource>(
         source.node(child).ok_or(missing.clone())?.sum()
     };
     parent_sum.checked_sub(child_sum).ok_or(missing)
+}
+
+/// The subtree at `pos` of the tree under `root`, walking the path of
+/// `pos` (its path bits, zeros below): `source` must hold the nodes on
+/// that path down to `pos` (a path read of `*pos.path()` brings them).
+pub(crate) fn subtree_at<R: NodeSource>(
+    source: &R,
+    root: &ComputedNode,
+    pos: &Position,
+) -> Result<Subtree, PlanError> {
+    let target = pos.level();
+    let probe = pos.path();
+    let mut hash = root.hash;
+    for level in 0..=MAX_LEVEL {
+        if is_empty_hash(level, &hash) {
+            return Ok(Subtree::Empty);
+        }
+        let node = source
+            .node(&hash)
+            .ok_or(PlanError::MissingNode { hash, level })?;
+        match node {
+            Node::Compacted { key, leaf } => {
+                // Bits above `level` come from the path walked.
+                let key = key.under_path(probe, level);
+                return Ok(if Position::new(target, &key) == *pos {
+                    Subtree::Leaf {
+                        key,
+                        leaf: leaf.clone(),
+                    }
+                } else {
+                    Subtree::Empty
+                });
+            }
+            Node::Leaf(leaf) if level == MAX_LEVEL => {
+                return Ok(Subtree::Leaf {
+                    key: *probe,
+                    leaf: leaf.clone(),
+                });
+            }
+            Node::Branch { sum, .. } if level == target => {
+                return Ok(Subtree::Branch(ComputedNode::new(hash, *sum)));
+            }
+            Node::Branch { left, right, .. } if level < MAX_LEVEL => {
+                hash = if probe.bit(level) { *right } else { *left };
+            }
+            other => {
+                return Err(PlanError::UnexpectedNode {
+                    hash,
+                    level,
+                    found: other.kind_name(),
+                });
+            }
+        }
+    }
+    Err(PlanError::UnexpectedNode {
+        hash,
+        level: MAX_LEVEL,
+        found: "branch",
+    })
 }

@@ -1,0 +1,234 @@
+//! Copy and CopyFilter: a view's leaves into another tree.
+//!
+//! Like the reference's `Copy`, a copy merges into the target (its other
+//! leaves stay; shared keys take the source's leaf), and any layout copies
+//! into any layout. Unlike it, nothing is loaded into a map:
+//!
+//! * into an empty namespace of the same database, the tree's rows are
+//!   copied in one statement ([`BulkStore::copy_into`]), and CopyFilter
+//!   then deletes the rejected keys with one `insert_many`, which rebuilds
+//!   only the paths that held them (done in a staging namespace that then
+//!   becomes the target's tree in one step, so nobody sees the unfiltered
+//!   copy);
+//! * otherwise the leaves stream through in pages, one `insert_many` per
+//!   page.
+//!
+//! A copy of the current tree reads it page by page; copy from a pinned
+//! view ([`Tree::at_pin`]) for a snapshot.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::convert::Infallible;
+
+use crate::error::TreeError;
+use crate::key::Key;
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::store::{BulkStore, TreeStore};
+use crate::tree::{Layout, Tree, View};
+
+/// Why a copy stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError<S, T, F>
+where
+    S: std::error::Error + 'static,
+    T: std::error::Error + 'static,
+    F: std::error::Error + 'static,
+{
+    /// Reading the source failed; nothing more was written.
+    #[error("source: {0}")]
+    Source(#[source] TreeError<S>),
+    /// Writing the target failed.
+    #[error("target: {0}")]
+    Target(#[source] TreeError<T>),
+    /// The staging namespace of a set-based CopyFilter (in the target's
+    /// database) failed; the target is untouched.
+    #[error("staging: {0}")]
+    Staging(#[source] TreeError<S>),
+    /// The filter failed on `key`; nothing was written.
+    #[error("filter failed on key {key}: {source}")]
+    Filter {
+        /// The key.
+        key: Key,
+        /// The filter's error.
+        #[source]
+        source: F,
+    },
+}
+
+/// What a copy did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyReport {
+    /// The target's root afterwards.
+    pub root: ComputedNode,
+    /// Leaves the filter kept (all of them, for a plain copy; 0 when a
+    /// set-based copy did not count them).
+    pub kept: u64,
+    /// Leaves the filter rejected.
+    pub rejected: u64,
+    /// True when the rows were copied inside the database.
+    pub set_based: bool,
+}
+
+/// The name of the staging namespace beside `name` for `purpose`.
+pub(crate) fn staging_name(name: &str, purpose: &str) -> String {
+    format!("{name}\u{1f}{purpose}")
+}
+
+/// `target` as an `S`, when it is one (the set-based paths need both
+/// handles in one store type).
+fn same_store<S: 'static, T: 'static>(target: &T) -> Option<&S> {
+    (target as &dyn Any).downcast_ref::<S>()
+}
+
+type CopyResult<S, T, F> =
+    Result<CopyReport, CopyError<<S as TreeStore>::Error, <T as TreeStore>::Error, F>>;
+
+impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
+    /// Copies every leaf of this view into `target` (merging; see the
+    /// module docs). Into an empty namespace of the same database this is
+    /// one statement.
+    pub async fn copy_to<T: TreeStore + 'static, L2: Layout>(
+        &self,
+        target: &Tree<T, L2>,
+    ) -> CopyResult<S, T, Infallible> {
+        if let Some(same) = same_store::<S, T>(target.store())
+            && let Some(root) = self
+                .tree
+                .store()
+                .copy_into(self.target.at, same)
+                .await
+                .map_err(|e| CopyError::Source(TreeError::Store(e)))?
+        {
+            return Ok(CopyReport {
+                root,
+                kept: 0,
+                rejected: 0,
+                set_based: true,
+            });
+        }
+        self.stream_into(target, &HashSet::new(), 0).await
+    }
+
+    /// Copies the leaves `filter` keeps into `target` (merging). The
+    /// filter runs over every leaf before anything is written; its first
+    /// error aborts the copy. Into an empty namespace of the same database
+    /// the rows are copied in one statement and the rejected keys deleted
+    /// with one `insert_many` (when they are at most half), out of sight
+    /// until the result replaces the empty target in one step.
+    pub async fn copy_filter_to<T, L2, F, E>(
+        &self,
+        target: &Tree<T, L2>,
+        mut filter: F,
+    ) -> CopyResult<S, T, E>
+    where
+        T: TreeStore + 'static,
+        L2: Layout,
+        F: FnMut(&Key, &Leaf) -> Result<bool, E>,
+        E: std::error::Error + 'static,
+    {
+        let mut rejected = Vec::new();
+        let mut kept = 0u64;
+        let mut leaves = self.leaves(..);
+        while let Some(entry) = leaves.next().await.map_err(CopyError::Source)? {
+            match filter(&entry.key, &entry.leaf) {
+                Ok(true) => kept = kept.saturating_add(1),
+                Ok(false) => rejected.push(entry.key),
+                Err(source) => {
+                    return Err(CopyError::Filter {
+                        key: entry.key,
+                        source,
+                    });
+                }
+            }
+        }
+        let dropped = rejected.len() as u64;
+        if dropped <= kept
+            && let Some(same) = same_store::<S, T>(target.store())
+            && let Some(root) = self.copy_then_delete::<T, L2, E>(same, &rejected).await?
+        {
+            return Ok(CopyReport {
+                root,
+                kept,
+                rejected: dropped,
+                set_based: true,
+            });
+        }
+        let rejected: HashSet<Key> = rejected.into_iter().collect();
+        let report = self.stream_into(target, &rejected, dropped).await?;
+        Ok(CopyReport { kept, ..report })
+    }
+
+    /// The set-based CopyFilter: rows copied into a staging namespace of
+    /// `target`'s database, the rejected keys deleted there, then the
+    /// staging tree made `target`'s. `None` (nothing left behind) when the
+    /// target is not empty or not in this database.
+    async fn copy_then_delete<T: TreeStore, L2: Layout, E: std::error::Error + 'static>(
+        &self,
+        target: &S,
+        rejected: &[Key],
+    ) -> Result<Option<ComputedNode>, CopyError<S::Error, T::Error, E>> {
+        let staging_err = |e| CopyError::Staging(TreeError::Store(e));
+        let staging = target
+            .open_namespace(&staging_name(target.name(), "copy"))
+            .map_err(staging_err)?;
+        // Whatever an interrupted copy left there goes first.
+        staging.delete_all().await.map_err(staging_err)?;
+        if self
+            .tree
+            .store()
+            .copy_into(self.target.at, &staging)
+            .await
+            .map_err(|e| CopyError::Source(TreeError::Store(e)))?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let staging: Tree<S, L2> = Tree::new(staging);
+        let root = staging
+            .insert_many(rejected.iter().map(|k| (*k, Leaf::empty())))
+            .await
+            .map_err(CopyError::Staging)?;
+        let taken = target
+            .take_tree_of(staging.store(), &root)
+            .await
+            .map_err(staging_err)?;
+        if !taken {
+            staging.delete_all().await.map_err(CopyError::Staging)?;
+            return Ok(None);
+        }
+        Ok(Some(root))
+    }
+
+    /// Streams the leaves not in `rejected` into `target`, a page per
+    /// `insert_many`.
+    async fn stream_into<T: TreeStore, L2: Layout, E: std::error::Error + 'static>(
+        &self,
+        target: &Tree<T, L2>,
+        rejected: &HashSet<Key>,
+        dropped: u64,
+    ) -> CopyResult<S, T, E> {
+        let mut kept = 0u64;
+        let mut root = target.root().await.map_err(CopyError::Target)?;
+        let mut leaves = self.leaves(..);
+        loop {
+            let page = leaves.next_page().await.map_err(CopyError::Source)?;
+            if page.is_empty() {
+                break;
+            }
+            let batch: Vec<(Key, Leaf)> = page
+                .into_iter()
+                .filter(|e| !rejected.contains(&e.key))
+                .map(|e| (e.key, e.leaf))
+                .collect();
+            kept = kept.saturating_add(batch.len() as u64);
+            root = target.insert_many(batch).await.map_err(CopyError::Target)?;
+        }
+        Ok(CopyReport {
+            root,
+            kept,
+            rejected: dropped,
+            set_based: false,
+        })
+    }
+}

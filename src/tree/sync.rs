@@ -1,0 +1,220 @@
+//! Bringing a tree to a peer's root by fetching only the subtrees that
+//! differ.
+//!
+//! The peer answers one question, [`SyncPeer::children`]: the two children
+//! of the subtree under each of some prefixes, in its tree with a given
+//! root. The syncing side holds the (hash, sum) of every subtree it asks
+//! about (starting from the root it was given) and checks each answer
+//! against it with [`Subtree::check_children`], so a peer cannot slip in
+//! anything its root does not commit to. Level by level, subtrees whose
+//! hash equals the local one are dropped; the rest are asked for, until
+//! each differing subtree is empty or a single leaf. Then one
+//! `insert_many` applies the differences. Cost: O(d · depth) subtrees
+//! fetched for d differing leaves, in at most `depth` requests.
+//!
+//! ```text
+//!   local                      peer (pinned root R)
+//!   frontier = {root: R}
+//!   loop: compare frontier with local subtrees (one read)
+//!         ask children of the differing branches ──► children(R, prefixes)
+//!         check each pair against its parent     ◄── [left, right] per prefix
+//!   insert_many(upserts + deletes)
+//! ```
+
+use std::future::Future;
+
+use crate::error::TreeError;
+use crate::key::Key;
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::position::Position;
+use crate::store::TreeStore;
+use crate::tree::iter::last_key_under;
+use crate::tree::subtree::Subtree;
+use crate::tree::{Layout, Tree, View};
+
+/// A tree a local tree can be brought level with.
+pub trait SyncPeer: Sync {
+    /// The peer's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The two children of the subtree under each of `prefixes` in the
+    /// peer's tree with root `root`, in order.
+    fn children(
+        &self,
+        root: &ComputedNode,
+        prefixes: &[Position],
+    ) -> impl Future<Output = Result<Vec<[Subtree; 2]>, Self::Error>> + Send;
+}
+
+impl<S: TreeStore, L: Layout> SyncPeer for View<'_, S, L> {
+    type Error = TreeError<S::Error>;
+
+    fn children(
+        &self,
+        root: &ComputedNode,
+        prefixes: &[Position],
+    ) -> impl Future<Output = Result<Vec<[Subtree; 2]>, Self::Error>> + Send {
+        View::children(self, root, prefixes)
+    }
+}
+
+/// Why a sync stopped. Nothing is written to the local tree unless the
+/// whole exchange checked out.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError<L: std::error::Error + 'static, P: std::error::Error + 'static> {
+    /// The local tree failed.
+    #[error("local tree: {0}")]
+    Local(#[source] TreeError<L>),
+    /// The peer failed.
+    #[error("peer: {0}")]
+    Peer(#[source] P),
+    /// The peer's children of `position` do not hash to the subtree the
+    /// syncing side holds for it (or break the tree's shape).
+    #[error("the peer's children of {position:?} do not match their parent")]
+    BadChildren {
+        /// The prefix asked about.
+        position: Position,
+    },
+    /// The peer answered a different number of pairs than prefixes asked.
+    #[error("asked the peer about {asked} prefixes, it answered {answered}")]
+    WrongCount {
+        /// Prefixes asked about.
+        asked: usize,
+        /// Pairs answered.
+        answered: usize,
+    },
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Requests sent to the peer (one per level that still differed).
+    pub requests: u64,
+    /// Subtrees the peer sent (two per prefix asked about): the node
+    /// fetches of the exchange.
+    pub fetched: u64,
+    /// Reads of the local tree (one per level).
+    pub local_reads: u64,
+    /// Leaves written (new or replaced).
+    pub upserts: u64,
+    /// Leaves deleted.
+    pub deletes: u64,
+    /// The local root afterwards.
+    pub root: ComputedNode,
+}
+
+impl<S: TreeStore, L: Layout> Tree<S, L> {
+    /// Makes this tree equal to `peer`'s tree with root `root`, fetching
+    /// only subtrees that differ (see the module docs). Returns what it did;
+    /// the local root equals `root` afterwards unless other writers changed
+    /// this tree meanwhile.
+    pub async fn sync_from<P: SyncPeer>(
+        &self,
+        peer: &P,
+        root: &ComputedNode,
+    ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
+        let local = self.view();
+        let mut report = SyncReport {
+            requests: 0,
+            fetched: 0,
+            local_reads: 0,
+            upserts: 0,
+            deletes: 0,
+            root: ComputedNode::empty_root(),
+        };
+        let mut batch: Vec<(Key, Leaf)> = Vec::new();
+        let top = if *root == ComputedNode::empty_root() {
+            Subtree::Empty
+        } else {
+            Subtree::Branch(*root)
+        };
+        let mut frontier = vec![(Position::ROOT, top)];
+        while !frontier.is_empty() {
+            let positions: Vec<Position> = frontier.iter().map(|(p, _)| *p).collect();
+            let mine = local.subtrees(&positions).await.map_err(SyncError::Local)?;
+            report.local_reads = report.local_reads.saturating_add(1);
+            let mut ask: Vec<(Position, ComputedNode)> = Vec::new();
+            for ((pos, theirs), mine) in frontier.iter().zip(mine) {
+                let level = pos.level();
+                let wanted = theirs.computed(level);
+                if wanted == mine.computed(level) {
+                    continue;
+                }
+                match theirs {
+                    Subtree::Branch(_) => ask.push((*pos, wanted)),
+                    Subtree::Empty => {
+                        self.drop_local(&local, pos, None, &mut batch)
+                            .await
+                            .map_err(SyncError::Local)?;
+                    }
+                    Subtree::Leaf { key, leaf } => {
+                        self.drop_local(&local, pos, Some(key), &mut batch)
+                            .await
+                            .map_err(SyncError::Local)?;
+                        batch.push((*key, leaf.clone()));
+                    }
+                }
+            }
+            if ask.is_empty() {
+                break;
+            }
+            let prefixes: Vec<Position> = ask.iter().map(|(p, _)| *p).collect();
+            let answers = peer
+                .children(root, &prefixes)
+                .await
+                .map_err(SyncError::Peer)?;
+            report.requests = report.requests.saturating_add(1);
+            if answers.len() != ask.len() {
+                return Err(SyncError::WrongCount {
+                    asked: ask.len(),
+                    answered: answers.len(),
+                });
+            }
+            report.fetched = report
+                .fetched
+                .saturating_add(2u64.saturating_mul(answers.len() as u64));
+            frontier = Vec::with_capacity(answers.len().saturating_mul(2));
+            for ((pos, parent), [left, right]) in ask.into_iter().zip(answers) {
+                let pair = [left, right];
+                if !Subtree::check_children(&pos, &parent, &pair) {
+                    return Err(SyncError::BadChildren { position: pos });
+                }
+                let [left, right] = pair;
+                frontier.push((pos.child(false), left));
+                frontier.push((pos.child(true), right));
+            }
+        }
+        for (_, leaf) in &batch {
+            if leaf.is_empty() {
+                report.deletes = report.deletes.saturating_add(1);
+            } else {
+                report.upserts = report.upserts.saturating_add(1);
+            }
+        }
+        report.root = if batch.is_empty() {
+            self.root().await.map_err(SyncError::Local)?
+        } else {
+            self.insert_many(batch).await.map_err(SyncError::Local)?
+        };
+        Ok(report)
+    }
+
+    /// Queues deletes of the local leaves under `pos`, but `keep`.
+    async fn drop_local(
+        &self,
+        local: &View<'_, S, L>,
+        pos: &Position,
+        keep: Option<&Key>,
+        batch: &mut Vec<(Key, Leaf)>,
+    ) -> Result<(), TreeError<S::Error>> {
+        let range = *pos.path()..=last_key_under(pos);
+        let mut leaves = local.leaves(range);
+        while let Some(entry) = leaves.next().await? {
+            if Some(&entry.key) != keep {
+                batch.push((entry.key, Leaf::empty()));
+            }
+        }
+        Ok(())
+    }
+}
