@@ -1,12 +1,14 @@
 //! Merkle proofs (spec §4): 256 siblings, verification, compression and the
-//! Go wire format.
+//! Go wire format; multi-key proofs.
 #![deny(clippy::arithmetic_side_effects)]
 
 mod compressed;
 mod decode_error;
+mod multi;
 
 pub use compressed::CompressedProof;
 pub use decode_error::DecodeError;
+pub use multi::{MultiDecodeError, MultiProof, MultiProofError};
 
 use crate::empty::empty_hash;
 use crate::error::SumOverflow;
