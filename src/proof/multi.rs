@@ -815,7 +815,7 @@ mod tests {
             Err(MultiProofError::DuplicateKey { key: t.a.0 })
         );
         assert_eq!(
-            proof.root(&[t.a.clone()]),
+            proof.root(std::slice::from_ref(&t.a)),
             Err(MultiProofError::KeyCountMismatch { proof: 2, given: 1 })
         );
         // Keys of another trie shape (a and c split at level 1, not 0).
