@@ -804,7 +804,14 @@ async fn update_proofs<L: Layout>(case: UpdateCase) -> Result<(), TestCaseError>
     prop_assert!(mismatch);
     // A changed batch: one new leaf, one key, one key fewer or more.
     let i = p.at % batch.len();
-    let (key, leaf) = &batch[i];
+    let key = &batch[i].0;
+    // The leaf the key ends with (the last occurrence wins).
+    let leaf = &batch
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .expect("in batch")
+        .1;
     let mut changed = batch.clone();
     changed.retain(|(k, _)| k != key);
     changed.push((*key, Leaf::new(leaf.value().to_vec(), leaf.sum() ^ 1)));

@@ -1,38 +1,6 @@
 //! Multi-key proofs: one proof for many keys against one root, each shared
-//! node sent once.
-//!
-//! # Model
-//!
-//! The root-to-leaf paths of the proof's keys (deduplicated) form a binary
-//! trie of depth 256. At a trie node with both children on key paths the
-//! verifier computes both, so nothing is carried. At a trie node with one
-//! child on a key path, the other child is a *sibling*: either the empty
-//! subtree of its level (one bitmap bit) or an explicit `(hash, sum)`.
-//! With no keys at all, the root itself is the one sibling (at level 0).
-//!
-//! # Canonical order
-//!
-//! Siblings are listed in a pre-order walk of the trie: from the root down,
-//! a trie node's sibling comes before every sibling below it, and at a
-//! split the whole left subtree's siblings come before the right's. For one
-//! key that is root side first, the reverse of [`Proof`](super::Proof)'s
-//! order. The count is fixed by the keys alone: for distinct keys
-//! `k_1 < … < k_n` in tree order, with `d_i` the first level where `k_{i-1}`
-//! and `k_i` differ, it is `256 + Σ (255 - d_i) - (n - 1)`.
-//!
-//! # Wire format
-//!
-//! | field | size | content |
-//! |---|---|---|
-//! | keys | 8 | `be64` number of distinct keys `n` |
-//! | siblings | 8 | `be64` number of siblings `S` (1 when `n = 0`, else at most `256 n`) |
-//! | explicit | 8 | `be64` number of explicit siblings `E` |
-//! | bitmap | `⌈S/8⌉` | bit `i` = byte `i/8`, mask `1 << (i%8)`; 1 = empty sibling; padding bits 0 |
-//! | nodes | `40 E` | the explicit siblings in order: 32-byte hash, then `be64(sum)` |
-//!
-//! Decoding is strict: every byte string decodes to at most one proof and
-//! re-encodes to itself. An explicit sibling equal to the empty subtree of
-//! its level is rejected when the keys are known ([`MultiProof::root`]).
+//! node sent once. The model, sibling order and wire format are documented
+//! on [`MultiProof`].
 
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, SumOverflow};
@@ -49,7 +17,46 @@ const HEADER_LEN: usize = 24;
 const NODE_LEN: usize = 40;
 
 /// One proof for many keys (inclusion and exclusion mixed) against one
-/// root; see the [module docs](self) for the model, order and format.
+/// root: the keys' shared nodes are sent once, so k keys cost about
+/// `k (log2 N - log2 k)` explicit siblings in a tree of N leaves instead of
+/// `k log2 N` for k single proofs.
+///
+/// # Model
+///
+/// The root-to-leaf paths of the proof's keys (deduplicated) form a binary
+/// trie of depth 256. At a trie node with both children on key paths the
+/// verifier computes both, so nothing is carried. At a trie node with one
+/// child on a key path, the other child is a *sibling*: either the empty
+/// subtree of its level (one bitmap bit) or an explicit `(hash, sum)`.
+/// With no keys at all, the root itself is the one sibling (at level 0).
+/// The proof does not name its keys: the verifier supplies them with the
+/// leaves, and a proof shows exactly the leaves at the keys it is checked
+/// with (other keys of the same trie shape whose leaves and siblings
+/// coincide verify too, truthfully).
+///
+/// # Canonical order
+///
+/// Siblings are listed in a pre-order walk of the trie: from the root down,
+/// a trie node's sibling comes before every sibling below it, and at a
+/// split the whole left subtree's siblings come before the right's. For one
+/// key that is root side first, the reverse of [`Proof`](super::Proof)'s
+/// order. The count is fixed by the keys alone: for distinct keys
+/// `k_1 < … < k_n` in tree order, with `d_i` the first level where `k_{i-1}`
+/// and `k_i` differ, it is `256 + Σ (255 - d_i) - (n - 1)`.
+///
+/// # Wire format
+///
+/// | field | size | content |
+/// |---|---|---|
+/// | keys | 8 | `be64` number of distinct keys `n` |
+/// | siblings | 8 | `be64` number of siblings `S` (1 when `n = 0`, else at most `256 n`) |
+/// | explicit | 8 | `be64` number of explicit siblings `E` |
+/// | bitmap | `⌈S/8⌉` | bit `i` = byte `i/8`, mask `1 << (i%8)`; 1 = empty sibling; padding bits 0 |
+/// | nodes | `40 E` | the explicit siblings in order: 32-byte hash, then `be64(sum)` |
+///
+/// Decoding is strict: every byte string decodes to at most one proof and
+/// re-encodes to itself. An explicit sibling equal to the empty subtree of
+/// its level is rejected when the keys are known ([`MultiProof::root`]).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct MultiProof {
     /// Number of distinct keys the proof was built for.
@@ -269,7 +276,7 @@ impl MultiProof {
         Ok(root)
     }
 
-    /// The wire encoding (see the [module docs](self)).
+    /// The wire encoding (see [`MultiProof`]).
     pub fn encode(&self) -> Vec<u8> {
         let len = HEADER_LEN
             .saturating_add(self.bits.len())

@@ -1,21 +1,6 @@
 //! Update proofs: what a verifier who knows only the old root needs to
-//! compute the root after a batch (supply commitments).
-//!
-//! An [`UpdateProof`] carries the old leaves at the batch's keys and the
-//! [`MultiProof`] of those keys against the old root. The batch changes
-//! nothing off the keys' paths, so the same siblings, hashed with the new
-//! leaves, give the new root.
-//!
-//! # Wire format
-//!
-//! The [`MultiProof`] encoding, then one entry per key (as many as its key
-//! count), in tree order of the batch's distinct keys:
-//!
-//! | field | size | content |
-//! |---|---|---|
-//! | length | 8 | `be64` length `m` of the old value |
-//! | value | `m` | the old value (empty for an absent key) |
-//! | sum | 8 | `be64` old sum |
+//! compute the root after a batch (supply commitments). Documented on
+//! [`UpdateProof`].
 
 use super::multi::{MultiDecodeError, MultiProof, MultiProofError};
 use crate::error::{PlanError, SumOverflow};
@@ -25,7 +10,22 @@ use crate::node::ComputedNode;
 use crate::store::NodeSource;
 
 /// The old leaves at a batch's keys and their [`MultiProof`] against the
-/// old root; see the [module docs](self).
+/// old root: what a verifier who knows only the old root needs to compute
+/// the root after the batch.
+///
+/// The batch changes nothing off the keys' paths, so the proof's siblings,
+/// hashed with the new leaves, give the new root.
+///
+/// # Wire format
+///
+/// The [`MultiProof`] encoding, then one entry per key (as many as its key
+/// count), in tree order of the batch's distinct keys:
+///
+/// | field | size | content |
+/// |---|---|---|
+/// | length | 8 | `be64` length `m` of the old value |
+/// | value | `m` | the old value (empty for an absent key) |
+/// | sum | 8 | `be64` old sum |
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct UpdateProof {
     proof: MultiProof,
@@ -142,7 +142,7 @@ impl UpdateProof {
             .is_ok_and(|root| root == *new_root)
     }
 
-    /// The wire encoding (see the [module docs](self)).
+    /// The wire encoding (see [`UpdateProof`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = self.proof.encode();
         for leaf in &self.old_leaves {
