@@ -282,12 +282,6 @@ impl MultiProof {
             .saturating_add(self.bits.len())
             .saturating_add(NODE_LEN.saturating_mul(self.nodes.len()));
         let mut out = Vec::with_capacity(len);
-        self.encode_into(&mut out);
-        out
-    }
-
-    /// Appends the wire encoding to `out`.
-    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
         // usize is at most 64 bits on every supported target.
         out.extend_from_slice(&(self.keys as u64).to_be_bytes());
         out.extend_from_slice(&(self.siblings as u64).to_be_bytes());
@@ -297,6 +291,7 @@ impl MultiProof {
             out.extend_from_slice(node.hash.as_bytes());
             out.extend_from_slice(&node.sum.to_be_bytes());
         }
+        out
     }
 
     /// Strict decoding of [`encode`](Self::encode)'s format: truncation,
