@@ -1,12 +1,16 @@
 //! Merkle proofs (spec §4): 256 siblings, verification, compression and the
-//! Go wire format.
+//! Go wire format; multi-key proofs and update proofs for batches.
 #![deny(clippy::arithmetic_side_effects)]
 
 mod compressed;
 mod decode_error;
+mod multi;
+mod update;
 
 pub use compressed::CompressedProof;
 pub use decode_error::DecodeError;
+pub use multi::{MultiDecodeError, MultiProof, MultiProofError};
+pub use update::{UpdateProof, UpdateProofError};
 
 use crate::empty::empty_hash;
 use crate::error::SumOverflow;
