@@ -9,6 +9,15 @@
 //! * [`Proof`]: verification, compression, and the Go wire format.
 //! * [`store`]: the async store boundary and an in-memory store.
 //! * [`Tree::audit`]: recompute and check everything a namespace stores.
+//! * What universe servers need beyond insert and prove, on every store and
+//!   both layouts: ordered, resumable iteration ([`View::leaves`]), diff of
+//!   two roots ([`View::diff`]), self-checking subtree reads and sync
+//!   ([`View::children`], [`Tree::sync_from`]), multi-key and update proofs
+//!   ([`MultiProof`], [`Tree::insert_many_with_proof`]), pinned roots
+//!   ([`Tree::pin`], [`Tree::at_pin`]), copy and filtered copy
+//!   ([`View::copy_to`], [`View::copy_filter_to`]), verifiable export and
+//!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
+//!   ([`View::subtree`]).
 //!
 //! ```
 //! use ms_smt::{CompactedTree, Key, Leaf, store::MemoryStore};
@@ -47,5 +56,11 @@ pub use key::Key;
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node};
 pub use position::Position;
-pub use proof::{CompressedProof, DecodeError, Proof, verify_merkle_proof};
-pub use tree::{Compacted, CompactedTree, Full, FullTree, Layout, LayoutKind, Tree};
+pub use proof::{
+    CompressedProof, DecodeError, MultiProof, Proof, UpdateProof, verify_merkle_proof,
+};
+pub use store::{Pin, ReadAt};
+pub use tree::{
+    Chunk, Compacted, CompactedTree, CopyReport, DiffEntry, Full, FullTree, Import, Layout,
+    LayoutKind, LeafEntry, ProvenWrite, Subtree, SyncPeer, SyncReport, Tree, Trunk, View,
+};

@@ -171,7 +171,7 @@ impl MultiProof {
         root: &ComputedNode,
         keys: &[Key],
     ) -> Result<(MultiProof, Vec<(Key, Leaf)>), PlanError> {
-        let keys = sorted_keys(keys);
+        let keys = crate::tree::sorted_keys(keys);
         let mut builder = Builder {
             source,
             bits: Vec::new(),
@@ -383,14 +383,6 @@ fn be64(bytes: &[u8]) -> (u64, &[u8]) {
     }
 }
 
-/// Keys sorted in tree order without duplicates.
-fn sorted_keys(keys: &[Key]) -> Vec<Key> {
-    let mut out = keys.to_vec();
-    out.sort_unstable_by(|a, b| a.tree_cmp(b));
-    out.dedup();
-    out
-}
-
 /// The number of siblings the trie of `leaves` (in tree order) needs; an
 /// error when two keys are equal.
 fn expected_siblings(leaves: &[(Key, &Leaf)]) -> Result<usize, MultiProofError> {
@@ -493,7 +485,8 @@ impl<'s, R: NodeSource> Builder<'s, R> {
                         return self.collect(child, r, right);
                     }
                     let (next, sibling) = if goes_right { (r, l) } else { (l, r) };
-                    let sibling_sum = self.sibling_sum(child, &sibling, sum, &next)?;
+                    let sibling_sum =
+                        crate::tree::sibling_sum(self.source, child, &sibling, sum, &next)?;
                     self.push(child, ComputedNode::new(sibling, sibling_sum));
                     view = self.resolve(child, next, first)?;
                 }
@@ -569,35 +562,6 @@ impl<'s, R: NodeSource> Builder<'s, R> {
                 found: other.kind_name(),
             }),
         }
-    }
-
-    /// The sum of `sibling` at `level` under a branch of sum `parent_sum`
-    /// whose other child is `child`: the stored node's if the source has it,
-    /// else the parent's minus the child's (as `tree::walk` does: reads
-    /// without siblings bring only the paths).
-    fn sibling_sum(
-        &self,
-        level: usize,
-        sibling: &Hash,
-        parent_sum: u64,
-        child: &Hash,
-    ) -> Result<u64, PlanError> {
-        if is_empty_hash(level, sibling) {
-            return Ok(0);
-        }
-        if let Some(node) = self.source.node(sibling) {
-            return Ok(node.sum());
-        }
-        let missing = PlanError::MissingNode {
-            hash: *sibling,
-            level,
-        };
-        let child_sum = if is_empty_hash(level, child) {
-            0
-        } else {
-            self.source.node(child).ok_or(missing.clone())?.sum()
-        };
-        parent_sum.checked_sub(child_sum).ok_or(missing)
     }
 }
 

@@ -188,19 +188,12 @@ impl UpdateProof {
 }
 
 /// The batch in tree order with one entry per key, the last occurrence
-/// winning (as `Tree::insert_many` prepares it).
+/// winning, as `Tree::insert_many` prepares it.
 fn last_wins(batch: &[(Key, Leaf)]) -> Vec<(Key, &Leaf)> {
-    let mut items: Vec<(Key, &Leaf)> = batch.iter().map(|(key, leaf)| (*key, leaf)).collect();
-    // Stable: equal keys keep their input order, so the last one is last.
-    items.sort_by(|a, b| a.0.tree_cmp(&b.0));
-    let mut out: Vec<(Key, &Leaf)> = Vec::with_capacity(items.len());
-    for item in items {
-        match out.last_mut() {
-            Some(last) if last.0 == item.0 => *last = item,
-            _ => out.push(item),
-        }
-    }
-    out
+    crate::tree::prepare(batch)
+        .into_iter()
+        .map(|item| (item.key, item.leaf))
+        .collect()
 }
 
 #[cfg(test)]

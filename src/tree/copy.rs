@@ -4,7 +4,7 @@
 //! leaves stay; shared keys take the source's leaf), and any layout copies
 //! into any layout. Unlike it, nothing is loaded into a map:
 //!
-//! * into an empty namespace of the same database, the tree's rows are
+//! * into an empty namespace of the same database and layout, the tree's rows are
 //!   copied in one statement ([`BulkStore::copy_into`]), and CopyFilter
 //!   then deletes the rejected keys with one `insert_many`, which rebuilds
 //!   only the paths that held them (done in a staging namespace that then
@@ -86,13 +86,14 @@ type CopyResult<S, T, F> =
 
 impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     /// Copies every leaf of this view into `target` (merging; see the
-    /// module docs). Into an empty namespace of the same database this is
-    /// one statement.
+    /// module docs). Into an empty namespace of the same database and
+    /// layout this is one statement.
     pub async fn copy_to<T: TreeStore + 'static, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
     ) -> CopyResult<S, T, Infallible> {
-        if let Some(same) = same_store::<S, T>(target.store())
+        if L::KIND == L2::KIND
+            && let Some(same) = same_store::<S, T>(target.store())
             && let Some(root) = self
                 .tree
                 .store()
@@ -144,6 +145,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         }
         let dropped = rejected.len() as u64;
         if dropped <= kept
+            && L::KIND == L2::KIND
             && let Some(same) = same_store::<S, T>(target.store())
             && let Some(root) = self.copy_then_delete::<T, L2, E>(same, &rejected).await?
         {

@@ -697,6 +697,14 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
                 got,
             });
         }
+        if got == ComputedNode::empty_root() {
+            // An empty tree: nothing to move, and the target must still be
+            // empty.
+            return match self.target.root().await? {
+                root if root == got => Ok(got),
+                _ => Err(ImportError::TargetNotEmpty),
+            };
+        }
         let taken = self
             .target
             .store()

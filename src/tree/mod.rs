@@ -31,6 +31,9 @@ mod sync;
 mod view;
 mod walk;
 
+pub(crate) use items::{prepare, sorted_keys};
+pub(crate) use walk::sibling_sum;
+
 pub use cache::NodeCache;
 pub use copy::{CopyError, CopyReport};
 pub use diff::{Diff, DiffEntry};
@@ -49,7 +52,7 @@ use crate::error::{PlanError, TreeError};
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::Proof;
+use crate::proof::{Proof, UpdateProof};
 use crate::store::strata::RowAudit;
 use crate::store::{CommitOutcome, ReadAt, TreeStore};
 
@@ -191,9 +194,34 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         I: IntoIterator<Item = (Key, Leaf)>,
     {
         let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
-        let items = items::prepare(&batch);
-        if items.is_empty() {
-            return self.root().await;
+        Ok(self.write(&batch, false).await?.new_root)
+    }
+
+    /// [`insert_many`](Self::insert_many), also proving the transition: the
+    /// [`UpdateProof`] is taken from the very nodes the write was planned
+    /// on, so a verifier holding only the old root and the batch can check
+    /// the new root with it. A write that keeps losing races to other
+    /// writers retries optimistically only (it never takes the namespace
+    /// lock, whose path has no proof).
+    pub async fn insert_many_with_proof<I>(&self, batch: I) -> Res<ProvenWrite, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        self.write(&batch, true).await
+    }
+
+    /// One batched write; with `prove`, its update proof too.
+    async fn write(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
+        let items = items::prepare(batch);
+        let unproven = |old_root, new_root| ProvenWrite {
+            old_root,
+            new_root,
+            proof: None,
+        };
+        if items.is_empty() && !prove {
+            let root = self.root().await?;
+            return Ok(unproven(root, root));
         }
         items::batch_sum(&items)?;
         let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
@@ -204,31 +232,43 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
         for attempt in 0..self.max_attempts {
             if attempt >= EXCLUSIVE_AFTER
-                && let Some(root) = self.store.insert_exclusive::<L>(&batch).await?
+                && !prove
+                && let Some(root) = self.store.insert_exclusive::<L>(batch).await?
             {
-                return Ok(root);
+                return Ok(unproven(root, root));
             }
             let Some((root, cache)) = self.read(Target::CURRENT, &keys, siblings, true).await?
             else {
                 backoff(attempt).await;
                 continue;
             };
-            let update = match plan::plan_items(L::KIND, &cache, root, &items) {
+            let planned = plan::plan_items(L::KIND, &cache, root, &items).and_then(|update| {
+                let proof = prove
+                    .then(|| UpdateProof::from_source(&cache, &root, batch))
+                    .transpose()?;
+                Ok((update, proof))
+            });
+            let (update, proof) = match planned {
                 Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
                     backoff(attempt).await;
                     continue;
                 }
                 other => other?,
             };
+            let done = ProvenWrite {
+                old_root: root,
+                new_root: update.new_root,
+                proof,
+            };
             if update.is_noop() {
-                return Ok(root);
+                return Ok(done);
             }
             match self.store.commit(&update).await.map_err(TreeError::Store)? {
                 CommitOutcome::Committed => {
                     if let Some(recent) = self.store.recent_nodes() {
                         recent.remember_written(&update.inserts);
                     }
-                    return Ok(update.new_root);
+                    return Ok(done);
                 }
                 CommitOutcome::RootMoved { .. } => backoff(attempt).await,
             }
@@ -348,6 +388,19 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             attempts: self.max_attempts,
         })
     }
+}
+
+/// A committed write with the roots it moved between and, from
+/// [`Tree::insert_many_with_proof`], the proof of that move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenWrite {
+    /// The root the batch was applied to.
+    pub old_root: ComputedNode,
+    /// The root after it.
+    pub new_root: ComputedNode,
+    /// The old leaves at the batch's keys and their multi-key proof under
+    /// `old_root` (`None` from plain writes).
+    pub proof: Option<UpdateProof>,
 }
 
 /// The tree a read looks at: the current one (each read loads its root),

@@ -77,10 +77,10 @@ impl Subtree {
         for (side, child) in children.iter().enumerate() {
             let pos = at.child(side == 1);
             match child {
-                Subtree::Leaf { key, leaf } => {
-                    if leaf.is_empty() || Position::new(child_level, key) != pos {
-                        return false;
-                    }
+                Subtree::Leaf { key, leaf }
+                    if leaf.is_empty() || Position::new(child_level, key) != pos =>
+                {
+                    return false;
                 }
                 Subtree::Branch(_) if child_level == MAX_LEVEL => return false,
                 Subtree::Branch(c) if c.hash == empty_hash(child_level) => return false,

@@ -149,10 +149,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                             .map_err(SyncError::Local)?;
                     }
                     Subtree::Leaf { key, leaf } => {
-                        self.drop_local(&local, pos, Some(key), &mut batch)
+                        let held = self
+                            .drop_local(&local, pos, Some((key, leaf)), &mut batch)
                             .await
                             .map_err(SyncError::Local)?;
-                        batch.push((*key, leaf.clone()));
+                        if !held {
+                            batch.push((*key, leaf.clone()));
+                        }
                     }
                 }
             }
@@ -200,21 +203,24 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         Ok(report)
     }
 
-    /// Queues deletes of the local leaves under `pos`, but `keep`.
+    /// Queues deletes of the local leaves under `pos`, but the key of
+    /// `keep`; true when the local tree already holds `keep` exactly.
     async fn drop_local(
         &self,
         local: &View<'_, S, L>,
         pos: &Position,
-        keep: Option<&Key>,
+        keep: Option<(&Key, &Leaf)>,
         batch: &mut Vec<(Key, Leaf)>,
-    ) -> Result<(), TreeError<S::Error>> {
+    ) -> Result<bool, TreeError<S::Error>> {
         let range = *pos.path()..=last_key_under(pos);
         let mut leaves = local.leaves(range);
+        let mut held = false;
         while let Some(entry) = leaves.next().await? {
-            if Some(&entry.key) != keep {
-                batch.push((entry.key, Leaf::empty()));
+            match keep {
+                Some((key, leaf)) if *key == entry.key => held = *leaf == entry.leaf,
+                _ => batch.push((entry.key, Leaf::empty())),
             }
         }
-        Ok(())
+        Ok(held)
     }
 }

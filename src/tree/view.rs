@@ -10,10 +10,10 @@ use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
-use crate::proof::Proof;
+use crate::proof::{MultiProof, Proof};
 use crate::store::{Pin, PinStore, ReadAt, TreeStore};
 use crate::tree::subtree::Subtree;
-use crate::tree::{Layout, Target, Tree, walk};
+use crate::tree::{Layout, Leaves, Target, Tree, walk};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -40,6 +40,19 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             tree: self,
             target: Target::CURRENT,
         }
+    }
+}
+
+impl<S: TreeStore, L: Layout> Tree<S, L> {
+    /// The current tree's leaves with keys in `range`, in tree order
+    /// (see [`View::leaves`]).
+    pub fn leaves(&self, range: impl std::ops::RangeBounds<Key>) -> Leaves<'_, S, L> {
+        self.view().leaves(range)
+    }
+
+    /// The current tree's subtree under `prefix` (see [`View::subtree`]).
+    pub async fn subtree(&self, prefix: Position) -> Res<Subtree, S> {
+        self.view().subtree(prefix).await
     }
 }
 
@@ -136,6 +149,21 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                 let mut proof = Proof::empty();
                 walk::walk(cache, root, key, Some(&mut proof))?;
                 Ok(proof)
+            })
+            .await
+    }
+
+    /// One proof for all of `keys` (present and absent mixed) with every
+    /// shared node once, and the leaf at each distinct key in tree order
+    /// (the empty leaf when absent), read in one descent.
+    pub async fn multi_proof(
+        &self,
+        keys: &[Key],
+    ) -> Res<(ComputedNode, MultiProof, Vec<(Key, Leaf)>), S> {
+        self.tree
+            .read_all(self.target, keys, false, |cache, root| {
+                let (proof, leaves) = MultiProof::from_source_with_leaves(cache, root, keys)?;
+                Ok((*root, proof, leaves))
             })
             .await
     }

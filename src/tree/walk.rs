@@ -75,7 +75,7 @@ pub(crate) fn walk<R: NodeSource>(
 /// whose other child is `child`: read from the node when the read phase
 /// brought it, otherwise the parent's sum minus the child's (reads without
 /// siblings bring only the path).
-fn sibling_sum<R: NodeSource>(
+pub(crate) fn sibling_sum<R: NodeSource>(
     source: &R,
     level: usize,
     sibling: &Hash,

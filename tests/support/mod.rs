@@ -3,6 +3,10 @@
 //! `MSSMT_REQUIRE_PG=1`).
 #![allow(dead_code)] // each test crate uses its own part of this module
 
+pub mod model;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub mod stores;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
