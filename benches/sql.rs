@@ -12,11 +12,15 @@
 //! nothing from the database. The `/cold` benches repeat the headline
 //! operations through a handle that remembers nothing.
 //!
-//! Run: `scripts/with-postgres.sh cargo bench --bench sql` (Postgres from
-//! `MSSMT_PG_URL`; without it the Postgres benches are skipped, saying so).
+//! Run: `MSSMT_BENCH_PG_URL=postgres://... cargo bench --bench sql`
+//! (Postgres must run with fsync on, see `benches/support/durable.rs`;
+//! without the variable the Postgres benches are skipped, saying so).
 //! SQLite runs on a file in the temp dir with `synchronous=FULL` (one fsync
 //! per commit, like tapdb). `MSSMT_BENCH_ONLY=memory/compacted,postgres/compacted`
 //! runs only the named store/layout groups, setup included.
+
+#[path = "support/durable.rs"]
+mod durable;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -367,11 +371,11 @@ fn benches(c: &mut Criterion) {
         let _ = std::fs::remove_file(p);
     }
 
-    match std::env::var("MSSMT_PG_URL").ok().filter(|u| !u.is_empty()) {
+    match durable::bench_pg_url() {
         Some(url) => {
             let pg = rt
-                .block_on(PostgresStore::connect(&url))
-                .expect("connect Postgres");
+                .block_on(durable::durable_postgres(&url))
+                .expect("a durable Postgres at MSSMT_BENCH_PG_URL");
             let f = Namespaced {
                 label: "postgres",
                 db: pg,
@@ -382,7 +386,8 @@ fn benches(c: &mut Criterion) {
             bench_store(c, &rt, &f, &seed, &fresh);
         }
         None => eprintln!(
-            "postgres benches SKIPPED: MSSMT_PG_URL is not set (run via scripts/with-postgres.sh)"
+            "postgres benches SKIPPED: MSSMT_BENCH_PG_URL is not set (a server with fsync on; \
+             see benches/support/durable.rs)"
         ),
     }
 }

@@ -41,6 +41,9 @@
 //! crate's durable defaults (`SqliteStore::open`: WAL, `synchronous=FULL`).
 //! Keys and leaves come from a fixed seed, so runs are comparable.
 
+#[path = "../benches/support/durable.rs"]
+mod durable;
+
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -123,25 +126,8 @@ fn config() -> Res<Config> {
         sizes,
         rounds,
         height,
-        pg_url: env("MSSMT_BENCH_PG_URL"),
+        pg_url: durable::bench_pg_url(),
     })
-}
-
-/// The URL with its password (if any) replaced by `***`.
-fn masked(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let end = url[start..]
-        .find(['/', '?'])
-        .map_or(url.len(), |i| start + i);
-    match url[start..end].rfind('@').map(|i| start + i) {
-        Some(at) => match url[start..at].find(':').map(|i| start + i) {
-            Some(colon) => format!("{}***{}", &url[..=colon], &url[at..]),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
 }
 
 fn shell(cmd: &str, args: &[&str]) -> String {
@@ -166,7 +152,7 @@ fn print_machine(cfg: &Config) {
         .unwrap_or_else(|| "?".into());
     let mut command: Vec<String> = ENV_VARS
         .iter()
-        .filter_map(|var| env(var).map(|v| format!("{var}={}", masked(&v))))
+        .filter_map(|var| env(var).map(|v| format!("{var}={}", durable::masked(&v))))
         .collect();
     command.push("cargo run --release --example scale".into());
     println!("## Scale run\n");
@@ -196,36 +182,6 @@ fn print_machine(cfg: &Config) {
         ),
         None => println!("- stratum height: {DEFAULT_STRATUM_HEIGHT} (crate default)"),
     }
-}
-
-/// Connects to Postgres and refuses a server running without fsync.
-async fn postgres(url: &str) -> Res<PostgresStore> {
-    let pg = PostgresStore::connect(url).await?;
-    let mut show = Vec::new();
-    for what in ["fsync", "synchronous_commit", "server_version"] {
-        let sql = format!("SHOW {what}");
-        show.push(
-            sqlx::query_scalar::<_, String>(&sql)
-                .fetch_one(pg.pool())
-                .await?,
-        );
-    }
-    let [fsync, sync_commit, version] = &show[..] else {
-        unreachable!("three settings")
-    };
-    println!(
-        "- Postgres {version} at {}: fsync = {fsync}, synchronous_commit = {sync_commit}",
-        masked(url)
-    );
-    if fsync != "on" {
-        return Err(format!(
-            "the Postgres server at MSSMT_BENCH_PG_URL runs with fsync = {fsync}: its commits are \
-             not durable, so its numbers would not compare with SQLite's synchronous=FULL. Restart \
-             it with fsync = on, or unset MSSMT_BENCH_PG_URL to measure memory and SQLite only."
-        )
-        .into());
-    }
-    Ok(pg)
 }
 
 /// A separate connection to an SQLite file, to checkpoint its WAL before
@@ -731,7 +687,7 @@ async fn main() -> Res<()> {
     let cfg = config()?;
     print_machine(&cfg);
     let pg = match &cfg.pg_url {
-        Some(url) => Some(postgres(url).await?),
+        Some(url) => Some(durable::durable_postgres(url).await?),
         None => {
             println!("- Postgres: not measured (MSSMT_BENCH_PG_URL is not set)");
             None

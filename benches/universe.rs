@@ -1,0 +1,296 @@
+//! Criterion benches for the universe capabilities, memory vs SQLite vs
+//! PostgreSQL in one run, on compacted trees of N random leaves:
+//!
+//! * `iterate`: every leaf in tree order (throughput in leaves/s);
+//! * `copy/set`: `copy_to` an empty namespace of the same database (one
+//!   statement on SQL stores); `copy/stream`: `copy_to` a memory tree;
+//!   `copy_filter/quarter`: a quarter of the leaves rejected (set-based
+//!   copy, then one `insert_many` of deletes, in a staging namespace);
+//! * `diff/d100`: two trees differing in 100 leaves;
+//! * `sync/d{1,10,100}`: bring a tree to a peer's pinned root differing in
+//!   d leaves (the peer is another namespace of the same store); each
+//!   timed sync is undone by an untimed sync back to a pin of the old root;
+//!   the subtrees fetched are printed;
+//! * `multi_proof/k{10,100,1000}`: one proof for k keys (sizes printed
+//!   next to k single compressed proofs).
+//!
+//! ```text
+//! MSSMT_BENCH_PG_URL=postgres://... MSSMT_BENCH_N=10000 cargo bench --bench universe
+//! ```
+//!
+//! SQLite is a file in the temp dir opened with the crate's durable
+//! defaults (WAL, `synchronous=FULL`); Postgres comes from
+//! `MSSMT_BENCH_PG_URL` and must run with fsync on
+//! (`benches/support/durable.rs`). `MSSMT_BENCH_N` sets the tree size
+//! (default 10,000).
+
+#[path = "support/durable.rs"]
+mod durable;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ms_smt::store::{BulkStore, MemoryStore, PinStore, SqliteStore, TreeStore};
+use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Tree};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::runtime::Runtime;
+
+type Batch = Vec<(Key, Leaf)>;
+
+/// A store the benches can open namespaces of.
+trait Bench: TreeStore + PinStore + BulkStore + Clone + 'static {}
+impl<S: TreeStore + PinStore + BulkStore + Clone + 'static> Bench for S {}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
+    (0..n)
+        .map(|_| {
+            let mut key = [0u8; 32];
+            rng.fill(&mut key);
+            let mut value = vec![0u8; rng.gen_range(32..=64usize)];
+            rng.fill(&mut value[..]);
+            (Key(key), Leaf::new(value, rng.gen_range(1..1000)))
+        })
+        .collect()
+}
+
+/// `d` changes to `base`: a third replaced, a third new, a third deleted.
+fn changes(rng: &mut StdRng, base: &Batch, d: usize) -> Batch {
+    let fresh = random_batch(rng, d);
+    (0..d)
+        .map(|i| match i % 3 {
+            0 => (base[i * 7].0, Leaf::new(b"changed".to_vec(), 5)),
+            1 => fresh[i].clone(),
+            _ => (base[i * 7].0, Leaf::empty()),
+        })
+        .collect()
+}
+
+fn tree_size() -> usize {
+    std::env::var("MSSMT_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// Builds a compacted tree of `leaves` in namespace `ns` of `db`.
+async fn build<S: Bench>(db: &S, ns: &str, leaves: &Batch) -> CompactedTree<S> {
+    let tree = Tree::new(db.open_namespace(ns).expect("namespace"));
+    tree.delete_all().await.expect("clear");
+    for part in leaves.chunks(50_000) {
+        tree.insert_many(part.to_vec()).await.expect("build");
+    }
+    tree
+}
+
+fn bench_store<S: Bench>(c: &mut Criterion, rt: &Runtime, label: &str, db: &S, base: &Batch) {
+    let n = base.len();
+    let mut rng = StdRng::seed_from_u64(0x756e_6976_0001);
+    let started = Instant::now();
+    let tree = rt.block_on(build(db, "bench-base", base));
+    eprintln!("{label}: built {n} leaves in {:?}", started.elapsed());
+    let mut g = c.benchmark_group(format!("{label}/N={n}"));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(1));
+
+    // Iteration.
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("iterate", |b| {
+        b.to_async(rt).iter(|| async {
+            let mut leaves = tree.leaves(..);
+            let mut count = 0usize;
+            loop {
+                let page = leaves.next_page().await.expect("page");
+                if page.is_empty() {
+                    break;
+                }
+                count += page.len();
+            }
+            assert_eq!(count, n);
+        })
+    });
+
+    // Copies.
+    let copy_target = db.open_namespace("bench-copy").expect("namespace");
+    g.bench_function("copy/set", |b| {
+        b.to_async(rt).iter_custom(|iters| {
+            let (tree, target) = (&tree, &copy_target);
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let into: CompactedTree<S> = Tree::new(target.clone());
+                    let start = Instant::now();
+                    let report = tree.view().copy_to(&into).await.expect("copy");
+                    total += start.elapsed();
+                    assert!(report.set_based);
+                    into.delete_all().await.expect("clear");
+                }
+                total
+            }
+        })
+    });
+    g.bench_function("copy/stream", |b| {
+        b.to_async(rt).iter(|| async {
+            let into = CompactedTree::new(MemoryStore::new());
+            let report = tree.view().copy_to(&into).await.expect("copy");
+            black_box(report.root)
+        })
+    });
+    g.bench_function("copy_filter/quarter", |b| {
+        b.to_async(rt).iter_custom(|iters| {
+            let (tree, target) = (&tree, &copy_target);
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let into: CompactedTree<S> = Tree::new(target.clone());
+                    let start = Instant::now();
+                    let report = tree
+                        .view()
+                        .copy_filter_to(&into, |k, _| {
+                            Ok::<_, std::convert::Infallible>(k.0[0] % 4 != 0)
+                        })
+                        .await
+                        .expect("copy_filter");
+                    total += start.elapsed();
+                    assert!(report.set_based);
+                    into.delete_all().await.expect("clear");
+                }
+                total
+            }
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+
+    // Diff and sync against a peer differing in d leaves.
+    let base_pin = rt.block_on(tree.pin("bench-base")).expect("pin");
+    for d in [1usize, 10, 100] {
+        let delta = changes(&mut rng, base, d);
+        let peer = rt.block_on(build(db, &format!("bench-peer-{d}"), base));
+        let peer_root = rt.block_on(peer.insert_many(delta)).expect("peer changes");
+        let pin = rt.block_on(peer.pin("serve")).expect("pin");
+        let peer_view = peer.at(&pin);
+        if d == 100 {
+            g.bench_function("diff/d100", |b| {
+                b.to_async(rt).iter(|| async {
+                    let diff = tree
+                        .view()
+                        .diff(&peer_view)
+                        .collect_all()
+                        .await
+                        .expect("diff");
+                    assert_eq!(diff.len(), 100);
+                })
+            });
+        }
+        let report = rt
+            .block_on(tree.sync_from(&peer_view, &peer_root))
+            .expect("sync");
+        assert_eq!(report.root, peer_root);
+        eprintln!(
+            "{label}/N={n}/sync/d{d}: {} requests, {} subtrees fetched, {} local reads",
+            report.requests, report.fetched, report.local_reads
+        );
+        rt.block_on(tree.sync_from(&tree.at(&base_pin), &base_pin.root))
+            .expect("sync back");
+        g.bench_function(format!("sync/d{d}"), |b| {
+            b.to_async(rt).iter_custom(|iters| {
+                let (tree, peer_view, base_pin) = (&tree, &peer_view, &base_pin);
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let start = Instant::now();
+                        let report = tree.sync_from(peer_view, &peer_root).await.expect("sync");
+                        total += start.elapsed();
+                        assert_eq!(report.root, peer_root);
+                        let back = tree
+                            .sync_from(&tree.at(base_pin), &base_pin.root)
+                            .await
+                            .expect("sync back");
+                        assert_eq!(back.root, base_pin.root);
+                    }
+                    total
+                }
+            })
+        });
+        rt.block_on(peer.unpin("serve")).expect("unpin");
+        rt.block_on(peer.delete_all()).expect("clear");
+    }
+    rt.block_on(tree.unpin("bench-base")).expect("unpin");
+
+    // Multi-key proofs.
+    for k in [10usize, 100, 1000] {
+        let keys: Vec<Key> = base
+            .iter()
+            .step_by(n / k)
+            .take(k)
+            .map(|(k, _)| *k)
+            .collect();
+        let (root, proof, leaves) = rt.block_on(tree.view().multi_proof(&keys)).expect("proof");
+        assert!(proof.verify(&leaves, &root));
+        let singles: usize = rt
+            .block_on(tree.merkle_proofs(&keys))
+            .expect("proofs")
+            .iter()
+            .map(|p| p.to_bytes().len())
+            .sum();
+        let multi = proof.encode().len();
+        eprintln!(
+            "{label}/N={n}/multi_proof/k{k}: {multi} bytes vs {singles} bytes of {k} single \
+             proofs ({:.2})",
+            multi as f64 / singles as f64
+        );
+        g.bench_function(format!("multi_proof/k{k}"), |b| {
+            b.to_async(rt).iter(|| async {
+                let (root, proof, _): (ComputedNode, _, _) =
+                    tree.view().multi_proof(&keys).await.expect("proof");
+                black_box((root, proof))
+            })
+        });
+    }
+    g.finish();
+    rt.block_on(tree.delete_all()).expect("clear");
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = runtime();
+    let mut rng = StdRng::seed_from_u64(0x756e_6976_0000);
+    let base = random_batch(&mut rng, tree_size());
+
+    bench_store(c, &rt, "memory", &MemoryStore::new(), &base);
+
+    let path = std::env::temp_dir().join(format!("ms-smt-universe-{}.db", std::process::id()));
+    let sqlite = rt.block_on(SqliteStore::open(&path)).expect("open SQLite");
+    bench_store(c, &rt, "sqlite", &sqlite, &base);
+    rt.block_on(sqlite.pool().close());
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+
+    match durable::bench_pg_url() {
+        Some(url) => {
+            let pg = rt
+                .block_on(durable::durable_postgres(&url))
+                .expect("a durable Postgres at MSSMT_BENCH_PG_URL");
+            bench_store(c, &rt, "postgres", &pg, &base);
+        }
+        None => eprintln!(
+            "postgres benches SKIPPED: MSSMT_BENCH_PG_URL is not set (a server with fsync on; \
+             see benches/support/durable.rs)"
+        ),
+    }
+}
+
+criterion_group!(universe, benches);
+criterion_main!(universe);
