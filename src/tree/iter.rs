@@ -20,6 +20,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 
 use crate::empty::is_empty_hash;
@@ -272,7 +273,10 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
             Bound::Excluded(k) => Some(k),
             _ => None,
         };
-        let rows = self.page.saturating_mul(2).max(64);
+        // Compacted trees of random keys hold about two leaves per row
+        // (the bottom rows are sparse): a page's worth of rows covers a
+        // page of leaves with some to spare.
+        let rows = self.page.max(64);
         if let Some(nodes) = store
             .fetch_in_order(self.view.target.at, pos, probe, until, rows)
             .await
@@ -283,15 +287,15 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
         }
         // A store that reads by hash: the subtree breadth first, up to
         // about a page of nodes.
-        let mut want = vec![(hash, pos.level())];
+        let mut want: HashMap<Hash, usize> = HashMap::from([(hash, pos.level())]);
         let mut read = 0usize;
         while !want.is_empty() && read < rows {
-            let hashes: Vec<Hash> = want.iter().map(|(h, _)| *h).collect();
+            let hashes: Vec<Hash> = want.keys().copied().collect();
             let nodes = store.fetch_nodes(&hashes).await.map_err(TreeError::Store)?;
             read = read.saturating_add(nodes.len());
-            let mut next = Vec::new();
+            let mut next = HashMap::new();
             for (h, node) in &nodes {
-                let Some(&(_, level)) = want.iter().find(|(w, _)| w == h) else {
+                let Some(&level) = want.get(h) else {
                     continue;
                 };
                 if let Node::Branch { left, right, .. } = node
@@ -299,7 +303,7 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
                 {
                     for child in [*left, *right] {
                         if !is_empty_hash(below, &child) && cache.node(&child).is_none() {
-                            next.push((child, below));
+                            next.insert(child, below);
                         }
                     }
                 }

@@ -67,23 +67,31 @@ impl Subtree {
     /// under the child's position. A branch child at level 256 or an empty
     /// leaf are refused. Never panics.
     pub fn check_children(at: &Position, parent: &ComputedNode, children: &[Subtree; 2]) -> bool {
+        Self::checked_children(at, parent, children).is_some()
+    }
+
+    /// [`check_children`](Self::check_children), returning the children's
+    /// (hash, sum) when they check.
+    pub fn checked_children(
+        at: &Position,
+        parent: &ComputedNode,
+        children: &[Subtree; 2],
+    ) -> Option<[ComputedNode; 2]> {
         let level = at.level();
         if level >= MAX_LEVEL {
-            return false;
+            return None;
         }
-        let Some(child_level) = level.checked_add(1) else {
-            return false;
-        };
+        let child_level = level.checked_add(1)?;
         for (side, child) in children.iter().enumerate() {
             let pos = at.child(side == 1);
             match child {
                 Subtree::Leaf { key, leaf }
                     if leaf.is_empty() || Position::new(child_level, key) != pos =>
                 {
-                    return false;
+                    return None;
                 }
-                Subtree::Branch(_) if child_level == MAX_LEVEL => return false,
-                Subtree::Branch(c) if c.hash == empty_hash(child_level) => return false,
+                Subtree::Branch(_) if child_level == MAX_LEVEL => return None,
+                Subtree::Branch(c) if c.hash == empty_hash(child_level) => return None,
                 _ => {}
             }
         }
@@ -91,10 +99,8 @@ impl Subtree {
             children[0].computed(child_level),
             children[1].computed(child_level),
         );
-        let Some(sum) = l.sum.checked_add(r.sum) else {
-            return false;
-        };
-        sum == parent.sum && branch_hash(&l.hash, &r.hash, sum) == parent.hash
+        let sum = l.sum.checked_add(r.sum)?;
+        (sum == parent.sum && branch_hash(&l.hash, &r.hash, sum) == parent.hash).then_some([l, r])
     }
 }
 

@@ -129,16 +129,26 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         } else {
             Subtree::Branch(*root)
         };
-        let mut frontier = vec![(Position::ROOT, top)];
+        // Each frontier entry: a position, the peer's subtree there, and
+        // its (hash, sum), computed once (a leaf's costs up to 256 hashes).
+        let mut frontier = vec![(Position::ROOT, top, *root)];
         while !frontier.is_empty() {
-            let positions: Vec<Position> = frontier.iter().map(|(p, _)| *p).collect();
+            let positions: Vec<Position> = frontier.iter().map(|(p, _, _)| *p).collect();
             let mine = local.subtrees(&positions).await.map_err(SyncError::Local)?;
             report.local_reads = report.local_reads.saturating_add(1);
             let mut ask: Vec<(Position, ComputedNode)> = Vec::new();
-            for ((pos, theirs), mine) in frontier.iter().zip(mine) {
+            for ((pos, theirs, wanted), mine) in frontier.iter().zip(mine) {
                 let level = pos.level();
-                let wanted = theirs.computed(level);
-                if wanted == mine.computed(level) {
+                let wanted = *wanted;
+                let same = match (theirs, &mine) {
+                    (Subtree::Empty, Subtree::Empty) => true,
+                    (Subtree::Leaf { key, leaf }, Subtree::Leaf { key: k, leaf: l }) => {
+                        key == k && leaf == l
+                    }
+                    (_, Subtree::Empty) | (Subtree::Empty, _) => false,
+                    _ => wanted == mine.computed(level),
+                };
+                if same {
                     continue;
                 }
                 match theirs {
@@ -178,14 +188,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 .fetched
                 .saturating_add(2u64.saturating_mul(answers.len() as u64));
             frontier = Vec::with_capacity(answers.len().saturating_mul(2));
-            for ((pos, parent), [left, right]) in ask.into_iter().zip(answers) {
-                let pair = [left, right];
-                if !Subtree::check_children(&pos, &parent, &pair) {
+            for ((pos, parent), pair) in ask.into_iter().zip(answers) {
+                let Some([l, r]) = Subtree::checked_children(&pos, &parent, &pair) else {
                     return Err(SyncError::BadChildren { position: pos });
-                }
+                };
                 let [left, right] = pair;
-                frontier.push((pos.child(false), left));
-                frontier.push((pos.child(true), right));
+                frontier.push((pos.child(false), left, l));
+                frontier.push((pos.child(true), right, r));
             }
         }
         for (_, leaf) in &batch {
