@@ -110,10 +110,12 @@ trait OldDb {
     async fn strata_dump(&self) -> StrataDump;
     /// Strata rows whose namespace id has no `ms_smt_namespaces` row.
     async fn orphan_strata_rows(&self) -> i64;
+    /// Runs `sql` (several statements).
+    async fn run_sql(&self, sql: &str);
 }
 
 /// The engine's store, as the scenarios use it.
-trait SqlStore: TreeStore<Error = SqlStoreError> + Clone {
+trait SqlStore: TreeStore<Error = SqlStoreError> + ms_smt::store::PinStore + Clone {
     type Pool: OldDb;
     /// The same database, namespace `name`.
     fn ns_store(&self, name: &str) -> Self;
@@ -141,6 +143,10 @@ trait Backend {
     /// `ms_smt_migrations` when moving the old trees (version 3) failed:
     /// the table changes after it have run first.
     const VERSIONS_BEFORE_MOVE: &'static [i64];
+    /// SQL that turns a fully migrated database back into what the
+    /// previous release of the crate wrote (no pins, history or version
+    /// columns; the ledger without the last version).
+    const TO_PREVIOUS_RELEASE: &'static str;
 }
 
 /// The store's tables once every migration has run.
@@ -338,6 +344,11 @@ mod sqlite_engine {
         type Store = SqliteStore;
         const VERSIONS: &'static [i64] = &[1, 2, 3, 4, 5];
         const VERSIONS_BEFORE_MOVE: &'static [i64] = &[1, 2, 4, 5];
+        const TO_PREVIOUS_RELEASE: &'static str = "DROP TABLE ms_smt_pins; \
+             DROP TABLE ms_smt_history; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+             ALTER TABLE ms_smt_strata DROP COLUMN version; \
+             DELETE FROM ms_smt_migrations WHERE version = 5;";
 
         async fn raw(&self) -> SqlitePool {
             let options = SqliteConnectOptions::new()
@@ -531,6 +542,10 @@ mod sqlite_engine {
             .await
             .expect("count orphan strata rows")
         }
+
+        async fn run_sql(&self, sql: &str) {
+            sqlx::raw_sql(sql).execute(self).await.expect("run SQL");
+        }
     }
 }
 
@@ -653,6 +668,11 @@ mod postgres_engine {
         type Store = PostgresStore;
         const VERSIONS: &'static [i64] = &[1, 2, 3, 4];
         const VERSIONS_BEFORE_MOVE: &'static [i64] = &[1, 2, 4];
+        const TO_PREVIOUS_RELEASE: &'static str = "DROP TABLE ms_smt_pins; \
+             DROP TABLE ms_smt_history; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+             ALTER TABLE ms_smt_strata DROP COLUMN version; \
+             DELETE FROM ms_smt_migrations WHERE version = 4;";
 
         async fn raw(&self) -> PgPool {
             self.pool.clone()
@@ -840,6 +860,10 @@ mod postgres_engine {
             .fetch_one(self)
             .await
             .expect("count orphan strata rows")
+        }
+
+        async fn run_sql(&self, sql: &str) {
+            sqlx::raw_sql(sql).execute(self).await.expect("run SQL");
         }
     }
 }
@@ -1573,6 +1597,62 @@ async fn tampered_leaf_is_refused<B: Backend>(backend: &B) {
     backend.release(pool).await;
 }
 
+/// A database as the previous release wrote it (strata rows without
+/// versions, no pins) opens with this one: every tree reads and writes as
+/// before, its rows are untouched, and pins work on it.
+async fn previous_release_opens<B: Backend>(backend: &B) {
+    let mut rng = StdRng::seed_from_u64(0x7072_6576_696f_7573);
+    let db = MemoryStore::new();
+    let fixtures = vec![
+        fixture_compacted(&db, "a-compacted", 600, &mut rng).await,
+        fixture_full(&db, "b-full", &mut rng).await,
+        fixture_history(&db, "e-history", &mut rng).await,
+    ];
+    let pool = create_old_database(backend).await;
+    for fx in &fixtures {
+        write_old_namespace(&pool, fx).await;
+    }
+    backend.release(pool).await;
+    let store = backend.open().await.expect("first open");
+    let pool = store.raw_pool();
+    pool.run_sql(B::TO_PREVIOUS_RELEASE).await;
+    let before = pool.strata_dump().await;
+    backend.release(pool).await;
+
+    let store = backend
+        .open()
+        .await
+        .expect("open the previous release's database");
+    let pool = store.raw_pool();
+    assert_eq!(pool.versions().await, B::VERSIONS, "ms_smt_migrations");
+    assert_eq!(pool.tables().await, TABLES, "tables");
+    assert_eq!(
+        pool.strata_dump().await,
+        before,
+        "rows changed by the upgrade"
+    );
+    for fx in &fixtures {
+        check_reads_any(fx, &store).await;
+    }
+    // Pins work on the upgraded trees: pin, write, read the pin back.
+    let fx = &fixtures[0];
+    let tree: Tree<B::Store, Compacted> = Tree::new(store.ns_store(&fx.name));
+    let pin = tree.pin("after-upgrade").await.expect("pin");
+    assert_eq!(pin.root, fx.root, "pinned root");
+    for fx in &fixtures {
+        check_any(fx, &store).await;
+    }
+    let pinned = tree.at_pin("after-upgrade").await.expect("at_pin");
+    assert_eq!(pinned.root().await.expect("root"), fx.root);
+    let keys: Vec<Key> = fx.model.keys().map(|k| Key(*k)).collect();
+    let got = pinned.get_many(&keys).await.expect("pinned get_many");
+    for (key, got) in keys.iter().zip(&got) {
+        assert_eq!(*got, model_get(&fx.model, key), "pinned leaf {key:?}");
+    }
+    assert!(tree.unpin("after-upgrade").await.expect("unpin"));
+    backend.release(pool).await;
+}
+
 async fn empty_old_database_migrates<B: Backend>(backend: &B) {
     let pool = create_old_database(backend).await;
     backend.release(pool).await;
@@ -1617,6 +1697,11 @@ mod sqlite {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn previous_release_opens() {
+        super::previous_release_opens(&SqliteFile::new("previous")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn without_rowid_strata_are_rekeyed() {
         super::sqlite_engine::without_rowid_strata_are_rekeyed(&SqliteFile::new("rekey")).await;
     }
@@ -1655,6 +1740,15 @@ mod postgres {
             return;
         };
         super::tampered_leaf_is_refused(&pg).await;
+        pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn previous_release_opens() {
+        let Some(pg) = PgSchema::create("previous_release_opens").await else {
+            return;
+        };
+        super::previous_release_opens(&pg).await;
         pg.drop_schema().await;
     }
 

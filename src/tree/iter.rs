@@ -39,6 +39,9 @@ type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 /// Leaves per page by default.
 pub const DEFAULT_PAGE: usize = 1024;
 
+/// Levels of a missing subtree one fill reads from a hash-keyed store.
+const HASH_FILL_LEVELS: usize = 6;
+
 /// One leaf of an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeafEntry {
@@ -285,11 +288,15 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
             cache.extend(nodes);
             return Ok(());
         }
-        // A store that reads by hash: the subtree breadth first, up to
-        // about a page of nodes.
+        // A store that reads by hash: the top levels of the subtree, which
+        // the in-order walk consumes next, a level per call (a wider read
+        // would bring nodes far to the right that this page never reaches).
         let mut want: HashMap<Hash, usize> = HashMap::from([(hash, pos.level())]);
         let mut read = 0usize;
-        while !want.is_empty() && read < rows {
+        for _ in 0..HASH_FILL_LEVELS {
+            if want.is_empty() || read >= rows {
+                break;
+            }
             let hashes: Vec<Hash> = want.keys().copied().collect();
             let nodes = store.fetch_nodes(&hashes).await.map_err(TreeError::Store)?;
             read = read.saturating_add(nodes.len());
