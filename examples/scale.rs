@@ -622,10 +622,14 @@ async fn floor_postgres(store: &PostgresStore, rows: usize) -> Res<f64> {
     .bind(&depths)
     .fetch_all(&mut *tx)
     .await?;
+    // Rows located by fenced primary-key probes, as the store's own
+    // statements do (a plain join may scan the table).
     sqlx::query(
-        "UPDATE ms_smt_strata m SET body = set_byte(m.body, 0, (get_byte(m.body, 0) + 1) % 256) \
-         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) \
-         WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth",
+        "UPDATE ms_smt_strata SET body = set_byte(body, 0, (get_byte(body, 0) + 1) % 256) \
+         WHERE ctid = ANY(ARRAY( \
+             SELECT m.ctid FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) \
+             CROSS JOIN LATERAL (SELECT ctid FROM ms_smt_strata WHERE ns = $1 \
+                 AND path = k.path AND depth = k.depth OFFSET 0) AS m))",
     )
     .bind(ns)
     .bind(&paths)

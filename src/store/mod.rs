@@ -28,6 +28,8 @@ mod recent;
 mod row_reads;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_ops;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub mod strata;

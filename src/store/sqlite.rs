@@ -38,10 +38,10 @@ use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, NsState, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection,
-    decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows,
-    write_detached,
+    MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_rows,
+    detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows, write_detached,
 };
+use super::sql_ops;
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{
     BulkStore, CommitOutcome, Counters, PathStart, Pin, PinStore, ReadAt, RecentNodes, StoreStats,
@@ -502,61 +502,16 @@ pub struct SqliteTxStore<'c> {
     space: Arc<Space>,
 }
 
-/// A namespace row: id, height, root hash and sum (both NULL when empty),
-/// version, and the newest pinned version.
-type NamespaceRow = (i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
+sql_ops::namespace_ops!(SqliteConnection);
 
-/// The namespace's row (`None` when it does not exist), refreshing the
-/// handle's id and height.
-async fn load_state(conn: &mut SqliteConnection, space: &Space) -> Res<Option<NsState>> {
-    space.counters.round_trip(1);
-    let row: Option<NamespaceRow> = sqlx::query_as(
-        "SELECT id, height, root_hash, root_sum, version, \
-                (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
-         FROM ms_smt_namespaces n WHERE name = ?",
-    )
-    .bind(&*space.name)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some((id, height, hash, sum, version, max_pin)) = row else {
-        space.info.set(None);
-        return Ok(None);
-    };
-    let height = u8::try_from(height)
-        .ok()
-        .and_then(StratumHeight::new)
-        .ok_or(SqlStoreError::StratumHeight(height))?;
-    let info = NsInfo { id, height };
-    space.info.set(Some(info));
-    Ok(Some(NsState {
-        info,
-        root: super::sql::decode_root(&space.name, hash.zip(sum))?,
-        version,
-        max_pin,
-    }))
+/// Nothing to take: an SQLite write transaction (`BEGIN IMMEDIATE`, or a
+/// write in the caller's transaction) holds the database's write lock.
+async fn lock_namespace(_: &mut SqliteConnection, _: &Space) -> Res<()> {
+    Ok(())
 }
 
-/// The namespace's root, learning its id and height on the way.
-async fn load_root(conn: &mut SqliteConnection, space: &Space) -> Res<ComputedNode> {
-    Ok(load_state(conn, space)
-        .await?
-        .map_or_else(ComputedNode::empty_root, |s| s.root))
-}
-
-/// The namespace's id and height for a read (the handle's last sight of
-/// it, else its row); `None` when it does not exist.
-async fn namespace(conn: &mut SqliteConnection, space: &Space) -> Res<Option<NsInfo>> {
-    match space.info.get() {
-        Some(info) => Ok(Some(info)),
-        None => Ok(load_state(conn, space).await?.map(|s| s.info)),
-    }
-}
-
-/// The namespace's row inside a write transaction, created if missing.
-async fn state_for_write(conn: &mut SqliteConnection, space: &Space) -> Res<NsState> {
-    if let Some(state) = load_state(conn, space).await? {
-        return Ok(state);
-    }
+/// Inserts the namespace row, with this handle's stratum height, if missing.
+async fn create_namespace(conn: &mut SqliteConnection, space: &Space) -> Res<()> {
     space.counters.round_trip(1);
     sqlx::query(
         "INSERT INTO ms_smt_namespaces (name, height) VALUES (?, ?) \
@@ -566,9 +521,7 @@ async fn state_for_write(conn: &mut SqliteConnection, space: &Space) -> Res<NsSt
     .bind(i64::from(space.height.get() as u8))
     .execute(&mut *conn)
     .await?;
-    load_state(conn, space)
-        .await?
-        .ok_or(SqlStoreError::NamespaceVanished)
+    Ok(())
 }
 
 /// Reads the rows on the paths of `starts` (each from the row holding its
@@ -921,122 +874,6 @@ async fn delete_all_on(conn: &mut SqliteConnection, space: &Space) -> Res<()> {
     Ok(())
 }
 
-/// A pin row: name, version, root hash and sum (NULL for an empty tree).
-type PinRow = (String, i64, Option<Vec<u8>>, Option<i64>);
-
-fn decode_pin(space: &Space, (name, version, hash, sum): PinRow) -> Res<Pin> {
-    Ok(Pin {
-        name,
-        root: super::sql::decode_root(&space.name, hash.zip(sum))?,
-        version: version_from_sql(version)?,
-    })
-}
-
-/// Pins the current root under `name` inside a write transaction.
-async fn pin_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<Pin> {
-    let state = state_for_write(conn, space).await?;
-    let id = state.info.id;
-    space.counters.round_trip(2);
-    let replaced: Option<i64> =
-        sqlx::query_scalar("SELECT version FROM ms_smt_pins WHERE ns = ? AND name = ?")
-            .bind(id)
-            .bind(name)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let root = (state.root != ComputedNode::empty_root())
-        .then(|| (state.root.hash.0.to_vec(), sum_to_sql(state.root.sum)));
-    let (hash, sum) = root.unzip();
-    sqlx::query(
-        "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) VALUES (?, ?, ?, ?, ?) \
-         ON CONFLICT (ns, name) DO UPDATE SET version = excluded.version, \
-             root_hash = excluded.root_hash, root_sum = excluded.root_sum",
-    )
-    .bind(id)
-    .bind(name)
-    .bind(state.version)
-    .bind(hash)
-    .bind(sum)
-    .execute(&mut *conn)
-    .await?;
-    if let Some(old) = replaced.filter(|v| *v != state.version) {
-        release_version(conn, space, id, old).await?;
-    }
-    Ok(Pin {
-        name: name.to_owned(),
-        root: state.root,
-        version: version_from_sql(state.version)?,
-    })
-}
-
-/// Removes the pin `name` inside a write transaction; false when none.
-async fn unpin_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<bool> {
-    let Some(info) = load_state(conn, space).await?.map(|s| s.info) else {
-        return Ok(false);
-    };
-    space.counters.round_trip(1);
-    let removed: Option<i64> =
-        sqlx::query_scalar("DELETE FROM ms_smt_pins WHERE ns = ? AND name = ? RETURNING version")
-            .bind(info.id)
-            .bind(name)
-            .fetch_optional(&mut *conn)
-            .await?;
-    match removed {
-        Some(version) => release_version(conn, space, info.id, version)
-            .await
-            .map(|()| true),
-        None => Ok(false),
-    }
-}
-
-/// Deletes the kept rows that only version `version` (no longer pinned)
-/// could read: those current at it that no remaining pin reads.
-async fn release_version(
-    conn: &mut SqliteConnection,
-    space: &Space,
-    ns: i64,
-    version: i64,
-) -> Res<()> {
-    space.counters.round_trip(1);
-    sqlx::query(
-        "DELETE FROM ms_smt_history WHERE ns = ?1 AND from_version <= ?2 AND to_version > ?2 \
-         AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = ?1 \
-             AND p.version >= ms_smt_history.from_version \
-             AND p.version < ms_smt_history.to_version)",
-    )
-    .bind(ns)
-    .bind(version)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// The pin `name`, if any.
-async fn pinned_on(conn: &mut SqliteConnection, space: &Space, name: &str) -> Res<Option<Pin>> {
-    space.counters.round_trip(1);
-    let row: Option<PinRow> = sqlx::query_as(
-        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
-         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = ? AND p.name = ?",
-    )
-    .bind(&*space.name)
-    .bind(name)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|r| decode_pin(space, r)).transpose()
-}
-
-/// Every pin of the namespace, oldest version first.
-async fn pins_on(conn: &mut SqliteConnection, space: &Space) -> Res<Vec<Pin>> {
-    space.counters.round_trip(1);
-    let rows: Vec<PinRow> = sqlx::query_as(
-        "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
-         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = ? ORDER BY p.version, p.name",
-    )
-    .bind(&*space.name)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.into_iter().map(|r| decode_pin(space, r)).collect()
-}
-
 /// The bodies of the rows at `keys` as they were at `version`: the live
 /// row if written at or before it, else the kept copy current then.
 async fn read_rows_at(
@@ -1107,238 +944,9 @@ impl RowQueries for SqliteConnection {
         before: &[u8],
         limit: usize,
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        space.counters.round_trip(1);
-        let limit = count(limit);
-        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = match at {
-            ReadAt::Current => {
-                sqlx::query_as(
-                    "SELECT path, depth, body FROM ms_smt_strata \
-                     WHERE ns = ?1 AND path > ?2 AND path < ?3 ORDER BY path, depth LIMIT ?4",
-                )
-                .bind(info.id)
-                .bind(after)
-                .bind(before)
-                .bind(limit)
-                .fetch_all(&mut *self)
-                .await?
-            }
-            ReadAt::Version(v) => {
-                sqlx::query_as(
-                    "SELECT path, depth, body FROM ( \
-                         SELECT * FROM (SELECT path, depth, body FROM ms_smt_strata \
-                             WHERE ns = ?1 AND path > ?2 AND path < ?3 AND version <= ?5 \
-                             ORDER BY path, depth LIMIT ?4) \
-                       UNION ALL \
-                         SELECT * FROM (SELECT path, depth, body FROM ms_smt_history \
-                             WHERE ns = ?1 AND path > ?2 AND path < ?3 \
-                               AND from_version <= ?5 AND to_version > ?5 \
-                             ORDER BY path, depth LIMIT ?4)) \
-                     ORDER BY path, depth LIMIT ?4",
-                )
-                .bind(info.id)
-                .bind(after)
-                .bind(before)
-                .bind(limit)
-                .bind(version_to_sql(v))
-                .fetch_all(&mut *self)
-                .await?
-            }
-        };
-        Ok(rows
-            .into_iter()
-            .map(|(path, depth, body)| {
-                let depth = usize::try_from(depth).unwrap_or(usize::MAX);
-                (RowKey { path, depth }, body)
-            })
-            .collect())
+        rows_after_on(self, space, info, at, after, before, limit).await
     }
 }
-
-/// Copies the tree `at` of `src`'s namespace into `target`'s, which must
-/// be vacant (no root, no rows, no pins), in one write transaction.
-/// `None` when the target is not vacant.
-async fn copy_on(
-    conn: &mut SqliteConnection,
-    src: &Space,
-    at: ReadAt,
-    target: &Space,
-) -> Res<Option<ComputedNode>> {
-    let from = load_state(conn, src).await?;
-    let root = match (from, at) {
-        (None, ReadAt::Current) => ComputedNode::empty_root(),
-        (None, ReadAt::Version(version)) => return Err(SqlStoreError::NoSuchVersion { version }),
-        (Some(from), ReadAt::Current) => from.root,
-        (Some(from), ReadAt::Version(v)) => root_at_version(conn, src, from, v).await?,
-    };
-    let to = state_for_write(conn, target).await?;
-    if !vacant(conn, target, &to).await? {
-        return Ok(None);
-    }
-    let version = to.version.saturating_add(1);
-    let Some(from) = from else {
-        set_root(conn, target, to.info.id, &root, version, None).await?;
-        return Ok(Some(root));
-    };
-    target.counters.round_trip(1);
-    let copied = match at {
-        ReadAt::Current => {
-            sqlx::query(
-                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
-                 SELECT ?1, path, depth, body, ?3 FROM ms_smt_strata WHERE ns = ?2 \
-                 ORDER BY path, depth",
-            )
-            .bind(to.info.id)
-            .bind(from.info.id)
-            .bind(version)
-            .execute(&mut *conn)
-            .await?
-        }
-        ReadAt::Version(v) => {
-            sqlx::query(
-                "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
-                 SELECT ?1, path, depth, body, ?3 FROM ( \
-                     SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?2 AND version <= ?4 \
-                   UNION ALL \
-                     SELECT path, depth, body FROM ms_smt_history WHERE ns = ?2 \
-                       AND from_version <= ?4 AND to_version > ?4) \
-                 ORDER BY path, depth",
-            )
-            .bind(to.info.id)
-            .bind(from.info.id)
-            .bind(version)
-            .bind(version_to_sql(v))
-            .execute(&mut *conn)
-            .await?
-        }
-    };
-    target.counters.written(copied.rows_affected());
-    set_root(
-        conn,
-        target,
-        to.info.id,
-        &root,
-        version,
-        Some(from.info.height),
-    )
-    .await?;
-    target.memo_clear();
-    Ok(Some(root))
-}
-
-/// The root pinned at `version`, or the current one if it is the current
-/// version.
-async fn root_at_version(
-    conn: &mut SqliteConnection,
-    space: &Space,
-    state: NsState,
-    version: u64,
-) -> Res<ComputedNode> {
-    if version_to_sql(version) == state.version {
-        return Ok(state.root);
-    }
-    space.counters.round_trip(1);
-    let row: Option<(Option<Vec<u8>>, Option<i64>)> = sqlx::query_as(
-        "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = ? AND version = ? LIMIT 1",
-    )
-    .bind(state.info.id)
-    .bind(version_to_sql(version))
-    .fetch_optional(&mut *conn)
-    .await?;
-    let (hash, sum) = row.ok_or(SqlStoreError::NoSuchVersion { version })?;
-    super::sql::decode_root(&space.name, hash.zip(sum))
-}
-
-/// True when the namespace holds no tree, no rows and no pins.
-async fn vacant(conn: &mut SqliteConnection, space: &Space, state: &NsState) -> Res<bool> {
-    if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
-        return Ok(false);
-    }
-    space.counters.round_trip(1);
-    let rows: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = ?)")
-        .bind(state.info.id)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(!rows)
-}
-
-/// Sets a namespace's root and version (and its height, when given).
-async fn set_root(
-    conn: &mut SqliteConnection,
-    space: &Space,
-    id: i64,
-    root: &ComputedNode,
-    version: i64,
-    height: Option<StratumHeight>,
-) -> Res<()> {
-    let stored =
-        (*root != ComputedNode::empty_root()).then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
-    let (hash, sum) = stored.unzip();
-    space.counters.round_trip(1);
-    sqlx::query(
-        "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ?, \
-             height = COALESCE(?, height) WHERE id = ?",
-    )
-    .bind(hash)
-    .bind(sum)
-    .bind(version)
-    .bind(height.map(|h| i64::from(h.get() as u8)))
-    .bind(id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// Gives `target`'s name to `staging`'s tree if `target` is vacant and
-/// `staging` holds `expected` and no pins (see
-/// [`BulkStore::take_tree_of`]).
-async fn take_tree_on(
-    conn: &mut SqliteConnection,
-    target: &Space,
-    staging: &Space,
-    expected: &ComputedNode,
-) -> Res<bool> {
-    let Some(from) = load_state(conn, staging).await? else {
-        return Ok(false);
-    };
-    if from.root != *expected || from.max_pin.is_some() {
-        return Ok(false);
-    }
-    let mut version = 1;
-    if let Some(to) = load_state(conn, target).await? {
-        if !vacant(conn, target, &to).await? {
-            return Ok(false);
-        }
-        version = to.version.saturating_add(1).max(from.version);
-        target.counters.round_trip(1);
-        sqlx::query("DELETE FROM ms_smt_namespaces WHERE id = ?")
-            .bind(to.info.id)
-            .execute(&mut *conn)
-            .await?;
-    }
-    target.counters.round_trip(1);
-    sqlx::query("UPDATE ms_smt_namespaces SET name = ?, version = ? WHERE id = ?")
-        .bind(&*target.name)
-        .bind(version)
-        .bind(from.info.id)
-        .execute(&mut *conn)
-        .await?;
-    target.info.set(Some(from.info));
-    staging.info.set(None);
-    target.memo_clear();
-    staging.memo_clear();
-    Ok(true)
-}
-
-/// A version as SQL's signed integer (versions count commits; they never
-/// reach 2^63).
-fn version_to_sql(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn version_from_sql(v: i64) -> Res<u64> {
-    u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
-}
-
 /// Key paths at `at`: the one-statement recursive walk for the current
 /// tree, row depth by row depth at a pinned version.
 async fn paths_on(
