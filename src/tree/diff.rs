@@ -25,7 +25,7 @@ use crate::position::Position;
 use crate::store::{NodeSource, TreeStore};
 use crate::tree::cache::NodeCache;
 use crate::tree::iter::{after_start, before_end, last_key_under, owned};
-use crate::tree::{DEFAULT_PAGE, Layout, View, backoff};
+use crate::tree::{DEFAULT_PAGE, Layout, View};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -131,39 +131,30 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
         if self.done {
             return Ok(Vec::new());
         }
-        let tree = self.old.tree;
-        for attempt in 0..tree.max_attempts {
-            let (old_root, new_root) = (self.old.root().await?, self.new.root().await?);
-            match self.walk_page(&old_root, &new_root).await {
-                Ok((page, finished)) => {
-                    if let Some(last) = page.last() {
-                        self.start = Bound::Excluded(last.key);
+        let (old, new, this) = (self.old, self.new, &*self);
+        let (page, finished) = old
+            .tree
+            .retrying(move || async move {
+                let (old_root, new_root) = (old.root().await?, new.root().await?);
+                match this.walk_page(&old_root, &new_root).await {
+                    Err(TreeError::Plan(e)) => {
+                        let moved = old.tree.lost_race(old.target, &e, &old_root).await?
+                            || new.tree.lost_race(new.target, &e, &new_root).await?;
+                        if moved {
+                            Ok(None)
+                        } else {
+                            Err(TreeError::Plan(e))
+                        }
                     }
-                    self.done = finished;
-                    return Ok(page);
+                    other => other.map(Some),
                 }
-                Err(TreeError::Plan(e)) => {
-                    let moved = self
-                        .old
-                        .tree
-                        .lost_race(self.old.target, &e, &old_root)
-                        .await?
-                        || self
-                            .new
-                            .tree
-                            .lost_race(self.new.target, &e, &new_root)
-                            .await?;
-                    if !moved {
-                        return Err(TreeError::Plan(e));
-                    }
-                    backoff(attempt).await;
-                }
-                Err(e) => return Err(e),
-            }
+            })
+            .await?;
+        if let Some(last) = page.last() {
+            self.start = Bound::Excluded(last.key);
         }
-        Err(TreeError::Contention {
-            attempts: tree.max_attempts,
-        })
+        self.done = finished;
+        Ok(page)
     }
 
     /// Every difference that is left.

@@ -490,7 +490,8 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
         if root != ComputedNode::empty_root() {
             frontier.push((Position::ROOT, At::Stored(root.hash)));
         }
-        for depth in 0..level {
+        // Reads the stored frontier nodes no earlier read brought.
+        let fill = async |frontier: &[(Position, At)], cache: &mut NodeCache| {
             let want: Vec<(Position, Hash)> = frontier
                 .iter()
                 .filter_map(|(p, at)| match at {
@@ -507,6 +508,10 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                     .map_err(TreeError::Store)?;
                 cache.extend(nodes);
             }
+            Ok::<_, TreeError<S::Error>>(())
+        };
+        for depth in 0..level {
+            fill(&frontier, &mut cache).await?;
             let mut next = Vec::with_capacity(frontier.len().saturating_mul(2));
             let below = depth.saturating_add(1);
             for (pos, at) in frontier {
@@ -540,22 +545,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             }
             frontier = next;
         }
-        let want: Vec<(Position, Hash)> = frontier
-            .iter()
-            .filter_map(|(p, at)| match at {
-                At::Stored(h) if !cache.contains(h) => Some((*p, *h)),
-                _ => None,
-            })
-            .collect();
-        if !want.is_empty() {
-            let nodes = self
-                .tree
-                .store()
-                .fetch_positions(self.target.at, &want)
-                .await
-                .map_err(TreeError::Store)?;
-            cache.extend(nodes);
-        }
+        fill(&frontier, &mut cache).await?;
         let mut chunks = Vec::with_capacity(frontier.len());
         for (pos, at) in frontier {
             let node = match at {

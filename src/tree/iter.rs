@@ -32,7 +32,7 @@ use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::store::{NodeSource, TreeStore};
 use crate::tree::cache::NodeCache;
-use crate::tree::{Layout, View, backoff};
+use crate::tree::{Layout, View};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -169,26 +169,26 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
         if self.done {
             return Ok(Vec::new());
         }
-        let tree = self.view.tree;
-        for attempt in 0..tree.max_attempts {
-            let root = self.view.root().await?;
-            match self.walk_page(&root).await {
-                Ok((page, finished)) => {
-                    if let Some(last) = page.last() {
-                        self.start = Bound::Excluded(last.key);
+        let (view, this) = (self.view, &*self);
+        let (page, finished) = view
+            .tree
+            .retrying(move || async move {
+                let root = view.root().await?;
+                match this.walk_page(&root).await {
+                    Err(TreeError::Plan(e))
+                        if view.tree.lost_race(view.target, &e, &root).await? =>
+                    {
+                        Ok(None)
                     }
-                    self.done = finished;
-                    return Ok(page);
+                    other => other.map(Some),
                 }
-                Err(TreeError::Plan(e)) if tree.lost_race(self.view.target, &e, &root).await? => {
-                    backoff(attempt).await;
-                }
-                Err(e) => return Err(e),
-            }
+            })
+            .await?;
+        if let Some(last) = page.last() {
+            self.start = Bound::Excluded(last.key);
         }
-        Err(TreeError::Contention {
-            attempts: tree.max_attempts,
-        })
+        self.done = finished;
+        Ok(page)
     }
 
     /// Collects everything that is left (for small ranges and tests).

@@ -374,15 +374,32 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         siblings: bool,
         f: impl Fn(&NodeCache, &ComputedNode) -> Result<T, PlanError>,
     ) -> Res<T, S> {
-        for attempt in 0..self.max_attempts {
+        let f = &f;
+        self.retrying(move || async move {
             let Some((root, cache)) = self.read(target, keys, siblings, false).await? else {
-                backoff(attempt).await;
-                continue;
+                return Ok(None);
             };
             match f(&cache, &root) {
-                Err(e) if self.lost_race(target, &e, &root).await? => backoff(attempt).await,
-                other => return other.map_err(TreeError::Plan),
+                Err(e) if self.lost_race(target, &e, &root).await? => Ok(None),
+                other => other.map(Some).map_err(TreeError::Plan),
             }
+        })
+        .await
+    }
+
+    /// Runs `attempt` until it gives a value, an error, or up to
+    /// `max_attempts` times `None` (it lost a race to a writer that moved
+    /// the current tree under it), pausing briefly between attempts.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Res<T, S>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Res<Option<T>, S>>,
+    {
+        for n in 0..self.max_attempts {
+            if let Some(value) = attempt().await? {
+                return Ok(value);
+            }
+            backoff(n).await;
         }
         Err(TreeError::Contention {
             attempts: self.max_attempts,
