@@ -226,7 +226,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                 current: self.root().await?,
             });
         }
-        let subtrees = self
+        let read = self
             .tree
             .read_all(target, &probes, false, |cache, root| {
                 halves
@@ -234,7 +234,21 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                     .map(|p| walk::subtree_at(cache, root, p))
                     .collect::<Result<Vec<_>, PlanError>>()
             })
-            .await?;
+            .await;
+        let subtrees = match read {
+            // The current tree moved on while its nodes were read.
+            Err(TreeError::Plan(PlanError::MissingNode { .. })) if self.target.root.is_none() => {
+                let current = self.tree.root().await?;
+                if current != *root {
+                    return Err(TreeError::RootMoved {
+                        expected: *root,
+                        current,
+                    });
+                }
+                read?
+            }
+            other => other?,
+        };
         let mut out = Vec::with_capacity(prefixes.len());
         let mut it = subtrees.into_iter();
         while let (Some(l), Some(r)) = (it.next(), it.next()) {
