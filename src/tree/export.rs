@@ -23,8 +23,6 @@
 //! ```
 #![deny(clippy::arithmetic_side_effects)]
 
-use std::collections::BTreeMap;
-
 use crate::empty::empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::{Hash, branch_hash};
@@ -714,24 +712,161 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
     }
 }
 
-/// Checks chunks in bulk: every position of `trunk` must be covered once.
-/// (Used by tests and tools that hold a whole export in memory.)
-pub fn check_export(trunk: &Trunk, chunks: &[Chunk]) -> Result<(), ExportError> {
-    trunk.check()?;
-    let mut seen: BTreeMap<[u8; 32], ()> = BTreeMap::new();
-    for chunk in chunks {
-        chunk.check(trunk)?;
-        if seen.insert(chunk.position.path().0, ()).is_some() {
-            return Err(ExportError::Unordered(chunk.position));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::sha256;
+
+    fn key(i: u32) -> Key {
+        Key(sha256(&i.to_le_bytes()).0)
+    }
+
+    /// A trunk cut at `level` over `n` leaves, and its chunks, built from
+    /// the leaves alone.
+    fn export(n: u32, level: usize) -> (Trunk, Vec<Chunk>) {
+        let mut leaves: Vec<(Key, Leaf)> = (0..n)
+            .map(|i| (key(i), Leaf::new(vec![i as u8; 3], u64::from(i) + 1)))
+            .collect();
+        leaves.sort_by(|a, b| a.0.tree_cmp(&b.0));
+        let mut chunks: Vec<Chunk> = Vec::new();
+        for (k, l) in leaves {
+            let position = Position::new(level, &k);
+            match chunks.last_mut() {
+                Some(c) if c.position == position => c.leaves.push((k, l)),
+                _ => chunks.push(Chunk {
+                    position,
+                    leaves: vec![(k, l)],
+                }),
+            }
+        }
+        let entries: Vec<(Position, ComputedNode)> = chunks
+            .iter()
+            .map(|c| (c.position, subtree_root(level, &c.leaves).unwrap()))
+            .collect();
+        let root = fold(0, level, &entries).unwrap();
+        let trunk = Trunk {
+            root,
+            level,
+            chunks: entries,
+        };
+        (trunk, chunks)
+    }
+
+    #[test]
+    fn trunks_and_chunks_round_trip_and_check() {
+        for level in [0, 1, 3, 8] {
+            let (trunk, chunks) = export(40, level);
+            let all: Vec<(Key, Leaf)> = chunks.iter().flat_map(|c| c.leaves.clone()).collect();
+            assert_eq!(trunk.root, subtree_root(0, &all).unwrap(), "level {level}");
+            let bytes = trunk.encode();
+            assert_eq!(Trunk::decode(&bytes).unwrap(), trunk);
+            for chunk in &chunks {
+                let bytes = chunk.encode();
+                let back = Chunk::decode(&bytes).unwrap();
+                assert_eq!(&back, chunk);
+                back.check(&trunk).unwrap();
+            }
         }
     }
-    if seen.len() != trunk.chunks.len() {
-        let missing = trunk
-            .chunks
-            .iter()
-            .find(|(p, _)| !seen.contains_key(&p.path().0))
-            .map_or(Position::ROOT, |(p, _)| *p);
-        return Err(ExportError::UnknownChunk(missing));
+
+    #[test]
+    fn bad_trunk_bytes_are_typed_errors() {
+        let (trunk, _) = export(40, 3);
+        let bytes = trunk.encode();
+        for cut in [0, 4, 5, 7, 39, 48, bytes.len() - 1] {
+            assert!(
+                matches!(
+                    Trunk::decode(&bytes[..cut]),
+                    Err(ExportError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert_eq!(
+            Trunk::decode(&long),
+            Err(ExportError::TrailingBytes { extra: 1 })
+        );
+        let mut magic = bytes.clone();
+        magic[0] ^= 1;
+        assert_eq!(Trunk::decode(&magic), Err(ExportError::BadHeader));
+        // A bit below the cut level set in the first position's path.
+        let mut position = bytes.clone();
+        position[4 + 1 + 2 + 40 + 8] |= 0x80;
+        assert!(matches!(
+            Trunk::decode(&position),
+            Err(ExportError::BadPosition(_))
+        ));
+        // A changed entry sum: the root no longer computes.
+        let mut sum = bytes.clone();
+        let last = sum.len() - 1;
+        sum[last] ^= 1;
+        assert!(matches!(
+            Trunk::decode(&sum),
+            Err(ExportError::RootMismatch { .. })
+        ));
+        // A count no input could hold is refused before allocating.
+        let mut count = bytes.clone();
+        count[47..55].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert!(matches!(
+            Trunk::decode(&count),
+            Err(ExportError::Truncated { .. })
+        ));
+        // Entries out of order.
+        let mut swapped = trunk.clone();
+        swapped.chunks.swap(0, 1);
+        assert!(matches!(swapped.check(), Err(ExportError::Unordered(_))));
     }
-    Ok(())
+
+    #[test]
+    fn bad_chunks_are_refused() {
+        let (trunk, chunks) = export(40, 2);
+        let chunk = &chunks[0];
+        let mut forged = chunk.clone();
+        forged.leaves[0].1 = Leaf::new(b"forged".to_vec(), forged.leaves[0].1.sum());
+        assert!(matches!(
+            forged.check(&trunk),
+            Err(ExportError::ChunkMismatch { .. })
+        ));
+        let mut short = chunk.clone();
+        short.leaves.pop();
+        assert!(matches!(
+            short.check(&trunk),
+            Err(ExportError::ChunkMismatch { .. })
+        ));
+        let mut outside = chunk.clone();
+        outside.leaves.push(chunks[1].leaves[0].clone());
+        assert!(matches!(
+            outside.check(&trunk),
+            Err(ExportError::KeyOutside { .. })
+        ));
+        let mut twice = chunk.clone();
+        twice.leaves.push(chunk.leaves[0].clone());
+        assert!(matches!(
+            twice.check(&trunk),
+            Err(ExportError::UnorderedKeys(_))
+        ));
+        let mut empty = chunk.clone();
+        empty.leaves[0].1 = Leaf::empty();
+        assert!(matches!(
+            empty.check(&trunk),
+            Err(ExportError::EmptyLeaf(_))
+        ));
+        let mut elsewhere = chunk.clone();
+        elsewhere.position = Position::new(2, &Key([0xff; 32]));
+        if trunk.entry(&elsewhere.position).is_none() {
+            assert!(matches!(
+                elsewhere.check(&trunk),
+                Err(ExportError::UnknownChunk(_))
+            ));
+        }
+        let bytes = chunk.encode();
+        for cut in [3, 10, 50, bytes.len() - 1] {
+            assert!(matches!(
+                Chunk::decode(&bytes[..cut]),
+                Err(ExportError::Truncated { .. })
+            ));
+        }
+    }
 }

@@ -37,7 +37,7 @@ pub(crate) use walk::sibling_sum;
 pub use cache::NodeCache;
 pub use copy::{CopyError, CopyReport};
 pub use diff::{Diff, DiffEntry};
-pub use export::{Chunk, ExportError, Import, ImportError, Trunk, check_export};
+pub use export::{Chunk, ExportError, Import, ImportError, Trunk};
 pub use iter::{DEFAULT_PAGE, LeafEntry, Leaves};
 pub use plan::plan_insert_many;
 pub use subtree::Subtree;
