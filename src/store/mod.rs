@@ -2,8 +2,8 @@
 //!
 //! A tree reads the nodes a batch needs, runs the pure descent against
 //! them, and hands the resulting [`UpdateBatch`] (every change with its
-//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one
-//! call. Two layouts sit behind the boundary:
+//! [`Position`] and hash) to [`TreeStore::commit`] in one call. Two
+//! layouts sit behind the boundary:
 //!
 //! * [`MemoryStore`] keeps nodes by hash with a reference count per node:
 //!   identical subtrees share one entry, which goes only when the last
@@ -13,6 +13,17 @@
 //!   row, nothing shared between positions) and read every key's path with
 //!   one [`TreeStore::fetch_key_paths`] call
 //!   ([`TreeStore::reads_by_position`]).
+//!
+//! Beyond insert and prove, the universe operations read with
+//! [`TreeStore::fetch_positions`] (the nodes at given positions: diff,
+//! sync, export) and [`TreeStore::fetch_in_order`] (the rows after a key,
+//! in key order: iteration), each at a [`ReadAt`]: the current tree or a
+//! pinned version. Stores that can keep roots readable implement
+//! [`PinStore`]; the SQL stores keep, beside the rows they rewrite in
+//! place, the row versions a pin still reads (`ms_smt_history`), written
+//! in the same transaction as the commit that replaces them. [`BulkStore`]
+//! adds the moves that need no leaf in the process: a set-based copy and
+//! the atomic swap that publishes an import.
 
 mod batch;
 mod counters;

@@ -15,6 +15,14 @@
 //!   write phase  ── store.commit(UpdateBatch): one atomic call, applied
 //!                   only if the root is still the one that was read
 //! ```
+//!
+//! Reads go through a [`View`] (the current tree, or a pinned root), which
+//! also offers what universe servers need beyond insert and prove, one file
+//! each: ordered iteration (`iter`), diff (`diff`), subtree sums and the
+//! self-checking `children` read (`subtree`, `view`), sync from a peer
+//! (`sync`), copy and filtered copy (`copy`), export and import (`export`).
+//! Every one of them reads a page or a level at a time and looks each node
+//! up by the hash its parent holds, so a read never mixes two trees.
 
 mod cache;
 mod compacted;
