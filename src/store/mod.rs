@@ -40,6 +40,8 @@ mod row_reads;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_handle;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_ops;
 #[cfg(feature = "sqlite")]
 mod sqlite;

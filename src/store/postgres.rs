@@ -37,6 +37,7 @@ use super::sql::{
     decode_root, decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql,
     walk_rows, write_detached,
 };
+use super::sql_handle::handle_reads;
 use super::sql_ops;
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{
@@ -962,6 +963,8 @@ async fn paths_on(
 }
 
 impl PinStore for PostgresStore {
+    handle_reads!(pins, pool, PgConnection);
+
     async fn pin(&self, name: &str) -> Res<Pin> {
         let name = name.to_owned();
         write_detached!(self.pool, self.space, begin(), |tx, space| pin_on(
@@ -975,19 +978,11 @@ impl PinStore for PostgresStore {
             &mut tx, space, &name
         ))
     }
-
-    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        let mut conn = self.pool.acquire().await?;
-        pinned_on(&mut conn, &self.space, name).await
-    }
-
-    async fn pins(&self) -> Res<Vec<Pin>> {
-        let mut conn = self.pool.acquire().await?;
-        pins_on(&mut conn, &self.space).await
-    }
 }
 
 impl PinStore for PostgresTxStore<'_> {
+    handle_reads!(pins, caller, PgConnection);
+
     async fn pin(&self, name: &str) -> Res<Pin> {
         let mut conn = self.conn.lock().await;
         pin_on(&mut conn, &self.space, name).await
@@ -996,16 +991,6 @@ impl PinStore for PostgresTxStore<'_> {
     async fn unpin(&self, name: &str) -> Res<bool> {
         let mut conn = self.conn.lock().await;
         unpin_on(&mut conn, &self.space, name).await
-    }
-
-    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        let mut conn = self.conn.lock().await;
-        pinned_on(&mut conn, &self.space, name).await
-    }
-
-    async fn pins(&self) -> Res<Vec<Pin>> {
-        let mut conn = self.conn.lock().await;
-        pins_on(&mut conn, &self.space).await
     }
 }
 
@@ -1042,15 +1027,7 @@ impl BulkStore for PostgresStore {
 }
 
 impl TreeStore for PostgresStore {
-    type Error = SqlStoreError;
-
-    fn supports_key_paths(&self) -> bool {
-        true
-    }
-
-    fn reads_by_position(&self) -> bool {
-        true
-    }
+    handle_reads!(tree, pool, PgConnection);
 
     async fn fetch_key_paths(
         &self,
@@ -1072,38 +1049,6 @@ impl TreeStore for PostgresStore {
         tx.rollback().await?;
         conn.release();
         Ok(Some(nodes))
-    }
-
-    async fn fetch_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.pool.acquire().await?;
-        row_reads::positions(&mut *conn, &self.space, at, nodes).await
-    }
-
-    async fn fetch_in_order(
-        &self,
-        at: ReadAt,
-        from: Position,
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
-        let mut conn = self.pool.acquire().await?;
-        row_reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit)
-            .await
-            .map(Some)
-    }
-
-    async fn load_root(&self) -> Res<ComputedNode> {
-        let mut conn = self.pool.acquire().await?;
-        load_root(&mut conn, &self.space).await
-    }
-
-    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -1182,26 +1127,10 @@ impl TreeStore for PostgresStore {
         conn.release();
         Ok(true)
     }
-
-    fn stats(&self) -> StoreStats {
-        self.space.counters.snapshot_with(&self.space.recent)
-    }
-
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.space.recent)
-    }
 }
 
 impl TreeStore for PostgresTxStore<'_> {
-    type Error = SqlStoreError;
-
-    fn supports_key_paths(&self) -> bool {
-        true
-    }
-
-    fn reads_by_position(&self) -> bool {
-        true
-    }
+    handle_reads!(tree, caller, PgConnection);
 
     async fn fetch_key_paths(
         &self,
@@ -1214,38 +1143,6 @@ impl TreeStore for PostgresTxStore<'_> {
         paths_on(&mut conn, &self.space, at, starts, siblings, jit_guard)
             .await
             .map(Some)
-    }
-
-    async fn fetch_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.conn.lock().await;
-        row_reads::positions(&mut **conn, &self.space, at, nodes).await
-    }
-
-    async fn fetch_in_order(
-        &self,
-        at: ReadAt,
-        from: Position,
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
-        let mut conn = self.conn.lock().await;
-        row_reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit)
-            .await
-            .map(Some)
-    }
-
-    async fn load_root(&self) -> Res<ComputedNode> {
-        let mut conn = self.conn.lock().await;
-        load_root(&mut conn, &self.space).await
-    }
-
-    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -1264,13 +1161,5 @@ impl TreeStore for PostgresTxStore<'_> {
         let mut conn = self.conn.lock().await;
         scan_rows_on(&mut conn, &self.space, sink).await?;
         Ok(true)
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.space.counters.snapshot_with(&self.space.recent)
-    }
-
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.space.recent)
     }
 }

@@ -301,6 +301,7 @@ pub(crate) struct PathParams {
 
 impl PathParams {
     /// Bytes of one start's path blob for `height`.
+    #[cfg(feature = "sqlite")]
     pub fn width(height: StratumHeight) -> usize {
         (crate::key::MAX_LEVEL / height.get() + 1) * 32
     }
@@ -342,6 +343,7 @@ impl PathParams {
 
     /// Per start, its key as a path: all 256 bits, most significant bit
     /// first in each byte (a row's path is its first `depth` bits).
+    #[cfg(feature = "postgres")]
     pub fn key_paths(&self) -> Vec<Vec<u8>> {
         self.keys
             .iter()
@@ -353,6 +355,7 @@ impl PathParams {
     /// slots: slot `j` the (zero-padded) path of the row at depth
     /// `j * height` on the start's key, and of that row's sibling (slot 0
     /// unused). A query cuts the real `(depth + 7) / 8` bytes out of a slot.
+    #[cfg(feature = "sqlite")]
     pub fn slot_blobs(&self, height: StratumHeight) -> (Vec<u8>, Vec<u8>) {
         use crate::key::MAX_LEVEL;
         let size = Self::width(height).saturating_mul(self.keys.len());

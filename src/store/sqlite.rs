@@ -41,6 +41,7 @@ use super::sql::{
     MigrationError, NsInfo, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection, decode_rows,
     detached, detached_store, feed_page, merge, path_nodes, sum_to_sql, walk_rows, write_detached,
 };
+use super::sql_handle::handle_reads;
 use super::sql_ops;
 use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{
@@ -963,6 +964,8 @@ async fn paths_on(
 }
 
 impl PinStore for SqliteStore {
+    handle_reads!(pins, pool, SqliteConnection);
+
     async fn pin(&self, name: &str) -> Res<Pin> {
         let name = name.to_owned();
         write_detached!(
@@ -982,19 +985,11 @@ impl PinStore for SqliteStore {
             |tx, space| unpin_on(&mut tx, space, &name)
         )
     }
-
-    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        let mut conn = self.pool.acquire().await?;
-        pinned_on(&mut conn, &self.space, name).await
-    }
-
-    async fn pins(&self) -> Res<Vec<Pin>> {
-        let mut conn = self.pool.acquire().await?;
-        pins_on(&mut conn, &self.space).await
-    }
 }
 
 impl PinStore for SqliteTxStore<'_> {
+    handle_reads!(pins, caller, SqliteConnection);
+
     async fn pin(&self, name: &str) -> Res<Pin> {
         let mut conn = self.conn.lock().await;
         let mut savepoint = conn.begin().await?;
@@ -1009,16 +1004,6 @@ impl PinStore for SqliteTxStore<'_> {
         let removed = unpin_on(&mut savepoint, &self.space, name).await?;
         savepoint.commit().await?;
         Ok(removed)
-    }
-
-    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        let mut conn = self.conn.lock().await;
-        pinned_on(&mut conn, &self.space, name).await
-    }
-
-    async fn pins(&self) -> Res<Vec<Pin>> {
-        let mut conn = self.conn.lock().await;
-        pins_on(&mut conn, &self.space).await
     }
 }
 
@@ -1061,15 +1046,7 @@ impl BulkStore for SqliteStore {
 }
 
 impl TreeStore for SqliteStore {
-    type Error = SqlStoreError;
-
-    fn supports_key_paths(&self) -> bool {
-        true
-    }
-
-    fn reads_by_position(&self) -> bool {
-        true
-    }
+    handle_reads!(tree, pool, SqliteConnection);
 
     async fn fetch_key_paths(
         &self,
@@ -1081,38 +1058,6 @@ impl TreeStore for SqliteStore {
         paths_on(&mut conn, &self.space, at, starts, siblings)
             .await
             .map(Some)
-    }
-
-    async fn fetch_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.pool.acquire().await?;
-        row_reads::positions(&mut *conn, &self.space, at, nodes).await
-    }
-
-    async fn fetch_in_order(
-        &self,
-        at: ReadAt,
-        from: Position,
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
-        let mut conn = self.pool.acquire().await?;
-        row_reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit)
-            .await
-            .map(Some)
-    }
-
-    async fn load_root(&self) -> Res<ComputedNode> {
-        let mut conn = self.pool.acquire().await?;
-        load_root(&mut conn, &self.space).await
-    }
-
-    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -1192,26 +1137,10 @@ impl TreeStore for SqliteStore {
         conn.release();
         Ok(true)
     }
-
-    fn stats(&self) -> StoreStats {
-        self.space.counters.snapshot_with(&self.space.recent)
-    }
-
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.space.recent)
-    }
 }
 
 impl TreeStore for SqliteTxStore<'_> {
-    type Error = SqlStoreError;
-
-    fn supports_key_paths(&self) -> bool {
-        true
-    }
-
-    fn reads_by_position(&self) -> bool {
-        true
-    }
+    handle_reads!(tree, caller, SqliteConnection);
 
     async fn fetch_key_paths(
         &self,
@@ -1223,38 +1152,6 @@ impl TreeStore for SqliteTxStore<'_> {
         paths_on(&mut conn, &self.space, at, starts, siblings)
             .await
             .map(Some)
-    }
-
-    async fn fetch_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.conn.lock().await;
-        row_reads::positions(&mut **conn, &self.space, at, nodes).await
-    }
-
-    async fn fetch_in_order(
-        &self,
-        at: ReadAt,
-        from: Position,
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
-        let mut conn = self.conn.lock().await;
-        row_reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit)
-            .await
-            .map(Some)
-    }
-
-    async fn load_root(&self) -> Res<ComputedNode> {
-        let mut conn = self.conn.lock().await;
-        load_root(&mut conn, &self.space).await
-    }
-
-    async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-        Err(SqlStoreError::NotByHash)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -1282,13 +1179,5 @@ impl TreeStore for SqliteTxStore<'_> {
         let mut conn = self.conn.lock().await;
         scan_rows_on(&mut conn, &self.space, sink).await?;
         Ok(true)
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.space.counters.snapshot_with(&self.space.recent)
-    }
-
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        Some(&self.space.recent)
     }
 }
