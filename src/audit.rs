@@ -3,8 +3,9 @@
 //! wrong as typed [`Problem`]s.
 //!
 //! ```text
-//!   Tree::audit ── store.scan_rows (SQL: every row in key order, one
-//!        │          snapshot) or store.scan_nodes (memory: every node)
+//!   Tree::audit ── store.scan_rows (SQL: every row in key order, then
+//!        │          each pin's rows at its version, one snapshot) or
+//!        │          store.scan_nodes (memory: every node)
 //!        ▼
 //!   RowAudit / audit_nodes ── pure: decode, recompute, compare each
 //!                              child with what its parent recorded, count
@@ -13,7 +14,8 @@
 //!
 //! An audit reads; it never repairs. A clean report means the stored root
 //! is exactly what the stored nodes compute to, every stored node is
-//! reached from it, and the shape is the one the layout writes.
+//! reached from it, and the shape is the one the layout writes; and the
+//! same of every pinned root and the nodes a read at its version sees.
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::collections::HashMap;
@@ -23,6 +25,7 @@ use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
+use crate::store::Pin;
 use crate::store::strata::{RowKey, StrataError};
 use crate::tree::LayoutKind;
 
@@ -151,12 +154,29 @@ pub struct AuditReport {
     pub stored_items: u64,
     /// Tree nodes checked (every position holding a node).
     pub nodes: u64,
-    /// Leaves and compacted leaves found.
+    /// Leaves and compacted leaves found (hash-keyed stores: in the current
+    /// and every pinned tree, which their one walk covers).
     pub leaves: u64,
     /// The problems, in the order found (at most [`MAX_REPORTED_PROBLEMS`]).
     pub problems: Vec<Problem>,
     /// Problems found beyond [`MAX_REPORTED_PROBLEMS`].
     pub more_problems: u64,
+    /// One audit per pin of the namespace, oldest version first, from
+    /// stores that keep a pinned tree's rows apart from the current ones
+    /// (SQL strata: the rows a pin reads in `ms_smt_history`). Hash-keyed
+    /// stores share nodes between the current and pinned trees, so they
+    /// check every pinned root in the one walk above and leave this empty.
+    pub pinned: Vec<PinAudit>,
+}
+
+/// The audit of the tree one pin holds (see [`AuditReport::pinned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinAudit {
+    /// The pin: its name, version and the root its rows must compute to.
+    pub pin: Pin,
+    /// What the rows read at the pin's version hold and what is wrong with
+    /// them; `stored_root` is the pin's root.
+    pub report: AuditReport,
 }
 
 impl AuditReport {
@@ -169,12 +189,15 @@ impl AuditReport {
             leaves: 0,
             problems: Vec::new(),
             more_problems: 0,
+            pinned: Vec::new(),
         }
     }
 
-    /// True when nothing is wrong.
+    /// True when nothing is wrong, in the current tree or any pinned one.
     pub fn is_clean(&self) -> bool {
-        self.problems.is_empty() && self.more_problems == 0
+        self.problems.is_empty()
+            && self.more_problems == 0
+            && self.pinned.iter().all(|p| p.report.is_clean())
     }
 
     /// Records a problem.

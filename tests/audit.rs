@@ -10,6 +10,10 @@
 //!   afterwards; the audit must flag 100 % of them, and reads on the
 //!   corrupted tree must return a typed error or data that fails
 //!   verification against the stored root, never wrong data that verifies.
+//! * `pinned_*`: trees with two pins audit clean, with one report per pin
+//!   on SQL stores; on SQLite and Postgres every kept row a pin reads
+//!   (`ms_smt_history`), flipped or deleted, is flagged in the report of
+//!   each pin that reads it and nowhere else, and unpinning frees them all.
 //! * `corruptions_memory`: the same idea on the hash-keyed memory layout
 //!   through `audit_nodes` on edited scans (value and sum edits, reference
 //!   counts, missing and orphan nodes).
@@ -20,8 +24,8 @@ mod support;
 use std::collections::{BTreeMap, HashMap};
 
 use ms_smt::audit::{NodeScan, audit_nodes};
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Tree, TreeError};
+use ms_smt::store::{MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Pin, Tree, TreeError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sqlx::Connection;
@@ -112,6 +116,243 @@ async fn clean_postgres() {
     let ns = unique("audit");
     clean_layout::<_, Full>(store.namespace(&format!("{ns}f")), "postgres full").await;
     clean_layout::<_, Compacted>(store.namespace(&format!("{ns}c")), "postgres compacted").await;
+}
+
+// ---------------------------------------------------------------------------
+// Pinned trees
+// ---------------------------------------------------------------------------
+
+/// Builds a tree, pins it as "a", replaces, deletes and adds keys, pins "b",
+/// changes it again, and checks the audit: clean, the current tree's
+/// leaves in the report and (on stores that keep pinned rows apart) one
+/// clean report per pin with its own root and leaves. Returns the two pins.
+async fn pinned_history<S: PinStore, L: Layout>(
+    tree: &Tree<S, L>,
+    tag: &str,
+    separate: bool,
+) -> Vec<(Pin, u64)> {
+    let mut model = build(tree, tag, 90).await;
+    let mut pins = Vec::new();
+    for (round, name) in ["a", "b", ""].into_iter().enumerate() {
+        if !name.is_empty() {
+            pins.push((tree.pin(name).await.expect("pin"), model.len() as u64));
+        }
+        let r = round as u64;
+        let mut batch: Vec<(Key, Leaf)> = model
+            .keys()
+            .take(20)
+            .enumerate()
+            .map(|(i, k)| match i % 2 {
+                0 => (*k, Leaf::new(format!("new{r}").into_bytes(), 5 + r)),
+                _ => (*k, Leaf::empty()),
+            })
+            .collect();
+        batch.extend((0..15).map(|i| (hkey(tag, 1_000 * (r + 1) + i), Leaf::new(vec![7], i + 1))));
+        tree.insert_many(batch.clone()).await.expect("change");
+        for (k, l) in batch {
+            if l.is_empty() {
+                model.remove(&k);
+            } else {
+                model.insert(k, l);
+            }
+        }
+    }
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{tag}: {report:?}");
+    if separate {
+        assert_eq!(report.leaves, model.len() as u64, "{tag}: current leaves");
+        assert_eq!(report.pinned.len(), 2, "{tag}: one report per pin");
+        for (audit, (pin, leaves)) in report.pinned.iter().zip(&pins) {
+            assert_eq!(audit.pin, *pin, "{tag}");
+            assert_eq!(audit.report.stored_root, pin.root, "{tag}");
+            assert_eq!(
+                audit.report.leaves, *leaves,
+                "{tag}: leaves of pin {}",
+                pin.name
+            );
+            assert!(audit.report.stored_items > 0, "{tag}");
+        }
+    } else {
+        // One walk over the current and the pinned trees counts them all.
+        let all = model.len() as u64 + pins.iter().map(|(_, n)| n).sum::<u64>();
+        assert_eq!(report.leaves, all, "{tag}: leaves of every tree");
+        assert!(
+            report.pinned.is_empty(),
+            "{tag}: pinned trees share the walk"
+        );
+    }
+    pins
+}
+
+/// After the pins go, nothing is left to audit but the current tree.
+async fn unpin_all<S: PinStore, L: Layout>(tree: &Tree<S, L>, tag: &str) {
+    for name in ["a", "b"] {
+        assert!(tree.unpin(name).await.expect("unpin"), "{tag}: {name}");
+    }
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{tag}: {report:?}");
+    assert!(report.pinned.is_empty(), "{tag}");
+}
+
+#[tokio::test]
+async fn pinned_memory() {
+    let store = MemoryStore::new();
+    let full = Tree::<_, Full>::new(store.namespace("f").unwrap());
+    pinned_history(&full, "memory full", false).await;
+    unpin_all(&full, "memory full").await;
+    let compacted = Tree::<_, Compacted>::new(store.namespace("c").unwrap());
+    pinned_history(&compacted, "memory compacted", false).await;
+    unpin_all(&compacted, "memory compacted").await;
+}
+
+/// The rows a pin reads are checked like the current ones: on a SQL store,
+/// a flipped byte in a kept row (`ms_smt_history`) or a kept row deleted
+/// shows in the report of every pin that reads it, and only there; a flip
+/// in a live row that a pin also reads shows in both. Each corruption is
+/// rolled back. `$store` has `pool()` and `namespace()`; statements use
+/// `$N` placeholders, which both engines bind.
+macro_rules! pinned_sql {
+    ($store:expr, $layout:ty, $tag:expr) => {{
+        let store = $store;
+        let name = unique($tag);
+        let tree = Tree::<_, $layout>::new(store.namespace(&name));
+        let pins = pinned_history(&tree, &name, true).await;
+        let ns: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = $1")
+            .bind(&name)
+            .fetch_one(store.pool())
+            .await
+            .expect("namespace");
+        let kept: Vec<(Vec<u8>, i64, i64, i64)> = sqlx::query_as(
+            "SELECT path, CAST(depth AS BIGINT), from_version, to_version FROM ms_smt_history \
+             WHERE ns = $1 ORDER BY path, depth, from_version",
+        )
+        .bind(ns)
+        .fetch_all(store.pool())
+        .await
+        .expect("kept rows");
+        assert!(
+            !kept.is_empty(),
+            "{}: the changes kept rows for the pins",
+            $tag
+        );
+        let live: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+            "SELECT path, CAST(depth AS BIGINT) FROM ms_smt_strata WHERE ns = $1 \
+             AND version <= $2 ORDER BY path, depth",
+        )
+        .bind(ns)
+        .bind(pins[0].0.version as i64)
+        .fetch_all(store.pool())
+        .await
+        .expect("live rows");
+        assert!(
+            !live.is_empty(),
+            "{}: pin a shares rows with the current tree",
+            $tag
+        );
+        let mut checked = 0;
+        // About 30 kept rows, each flipped and then deleted; a few shared
+        // live rows flipped.
+        let cases = kept
+            .iter()
+            .step_by((kept.len() / 30).max(1))
+            .flat_map(|(p, d, from, to)| {
+                [true, false].map(|flip| (p.clone(), *d, Some((*from, *to)), flip))
+            })
+            .chain(
+                live.iter()
+                    .step_by((live.len() / 10).max(1))
+                    .map(|(p, d)| (p.clone(), *d, None, true)),
+            );
+        for (path, depth, span, flip) in cases {
+            let mut conn = store.pool().acquire().await.expect("conn");
+            let mut tx = conn.begin().await.expect("begin");
+            let (table, extra) = match span {
+                Some((from, _)) => ("ms_smt_history", format!(" AND from_version = {from}")),
+                None => ("ms_smt_strata", String::new()),
+            };
+            let filter = format!("WHERE ns = $1 AND path = $2 AND depth = $3{extra}");
+            let done = if flip {
+                // The last byte of a body is part of a hash, a sum or a value.
+                let mut body: Vec<u8> =
+                    sqlx::query_scalar(&format!("SELECT body FROM {table} {filter}"))
+                        .bind(ns)
+                        .bind(&path)
+                        .bind(depth as i32)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .expect("body");
+                if let Some(last) = body.last_mut() {
+                    *last ^= 1;
+                }
+                sqlx::query(&format!("UPDATE {table} SET body = $4 {filter}"))
+                    .bind(ns)
+                    .bind(&path)
+                    .bind(depth as i32)
+                    .bind(body)
+                    .execute(&mut *tx)
+                    .await
+            } else {
+                sqlx::query(&format!("DELETE FROM {table} {filter}"))
+                    .bind(ns)
+                    .bind(&path)
+                    .bind(depth as i32)
+                    .execute(&mut *tx)
+                    .await
+            }
+            .expect("corrupt");
+            assert_eq!(done.rows_affected(), 1, "{}: one row changed", $tag);
+            {
+                let cold = store.namespace(&name).with_recent_nodes(0);
+                let tree = Tree::<_, $layout>::new(cold.in_transaction(&mut tx));
+                let report = tree.audit().await.expect("audit");
+                let what = format!("{} {table} {path:?}/{depth} flip={flip}", $tag);
+                assert_eq!(
+                    report.problems.is_empty(),
+                    span.is_some(),
+                    "{what}: current tree"
+                );
+                for (audit, (pin, _)) in report.pinned.iter().zip(&pins) {
+                    let reads = match span {
+                        Some((from, to)) => from <= pin.version as i64 && (pin.version as i64) < to,
+                        None => true,
+                    };
+                    assert_eq!(!audit.report.is_clean(), reads, "{what}: pin {}", pin.name);
+                }
+                assert!(!report.is_clean(), "{what}");
+            }
+            tx.rollback().await.expect("rollback");
+            checked += 1;
+        }
+        println!(
+            "{}: {checked} corruptions of pinned rows flagged where read",
+            $tag
+        );
+        unpin_all(&tree, $tag).await;
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_history WHERE ns = $1")
+            .bind(ns)
+            .fetch_one(store.pool())
+            .await
+            .expect("count");
+        assert_eq!(left, 0, "{}: unpinning frees every kept row", $tag);
+    }};
+}
+
+#[tokio::test]
+async fn pinned_sqlite() {
+    let file = TempDb::new("audit_pinned");
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    pinned_sql!(&store, Full, "sqlite full");
+    pinned_sql!(&store, Compacted, "sqlite compacted");
+}
+
+#[tokio::test]
+async fn pinned_postgres() {
+    let Some(url) = pg_url("pinned_postgres") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    pinned_sql!(&store, Full, "postgres full");
+    pinned_sql!(&store, Compacted, "postgres compacted");
 }
 
 // ---------------------------------------------------------------------------

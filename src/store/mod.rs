@@ -264,9 +264,10 @@ pub trait TreeStore: Send + Sync {
     }
 
     /// Hands `sink` the namespace's root record and then every stored row
-    /// in key order, all from one consistent snapshot (for
-    /// [`Tree::audit`](crate::Tree::audit)). Stores that keep no strata rows
-    /// return `Ok(false)` without calling `sink`.
+    /// in key order; then, for each pin, [`RowSink::pinned`] and the rows a
+    /// read at its version sees, in key order. All from one consistent
+    /// snapshot (for [`Tree::audit`](crate::Tree::audit)). Stores that keep
+    /// no strata rows return `Ok(false)` without calling `sink`.
     fn scan_rows(
         &self,
         sink: &mut dyn RowSink,

@@ -33,9 +33,9 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, NsState, PathParams, SCAN_PAGE, Space, SqlStoreError, TxConnection,
-    decode_root, decode_rows, detached, detached_store, feed_page, merge, path_nodes, sum_to_sql,
-    walk_rows, write_detached,
+    MigrationError, NsInfo, NsState, PathParams, Space, SqlStoreError, TxConnection, decode_root,
+    decode_rows, detached, detached_store, merge, path_nodes, sum_to_sql, walk_rows,
+    write_detached,
 };
 use super::sql_handle::handle_reads;
 use super::sql_ops;
@@ -825,36 +825,6 @@ async fn write_rows(
         .await?;
     }
     Ok(())
-}
-
-/// Hands `sink` the namespace's root and every row in key order, a page
-/// per statement (run inside one transaction: one snapshot).
-async fn scan_rows_on(conn: &mut PgConnection, space: &Space, sink: &mut dyn RowSink) -> Res<()> {
-    let state = load_state(conn, space).await?;
-    let root = state.map_or_else(ComputedNode::empty_root, |s| s.root);
-    let info = state.map(|s| s.info);
-    sink.begin(root, info.map_or(space.height, |i| i.height));
-    let Some(info) = info else {
-        return Ok(());
-    };
-    let mut after: (Vec<u8>, i32) = (Vec::new(), -1);
-    loop {
-        space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
-            "SELECT path, depth, body FROM ms_smt_strata \
-             WHERE ns = $1 AND (path, depth) > ($2, $3) ORDER BY path, depth LIMIT $4",
-        )
-        .bind(info.id)
-        .bind(&after.0)
-        .bind(after.1)
-        .bind(SCAN_PAGE as i64)
-        .fetch_all(&mut *conn)
-        .await?;
-        match feed_page(sink, rows) {
-            Some(next) => after = next,
-            None => return Ok(()),
-        }
-    }
 }
 
 /// Removes the namespace's rows (one key range) and its root, in one

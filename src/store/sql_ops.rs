@@ -272,6 +272,88 @@ macro_rules! namespace_ops {
                 .collect())
         }
 
+        /// Hands `sink` the namespace's root and every row in key order, a
+        /// page per statement; then, for each pin (oldest first), the rows a
+        /// read at its version sees, in key order. Run inside one
+        /// transaction: one snapshot for the current tree and every pin.
+        pub(super) async fn scan_rows_on(
+            conn: &mut $conn,
+            space: &Space,
+            sink: &mut dyn $crate::store::strata::RowSink,
+        ) -> Res<()> {
+            let state = load_state(conn, space).await?;
+            let root = state.map_or_else(ComputedNode::empty_root, |s| s.root);
+            let info = state.map(|s| s.info);
+            sink.begin(root, info.map_or(space.height, |i| i.height));
+            let Some(info) = info else {
+                return Ok(());
+            };
+            scan_at(conn, space, info, ReadAt::Current, sink).await?;
+            for pin in pins_on(conn, space).await? {
+                sink.pinned(&pin);
+                scan_at(conn, space, info, ReadAt::Version(pin.version), sink).await?;
+            }
+            Ok(())
+        }
+
+        /// Feeds `sink` every row of the tree `at`, in key order.
+        async fn scan_at(
+            conn: &mut $conn,
+            space: &Space,
+            info: NsInfo,
+            at: ReadAt,
+            sink: &mut dyn $crate::store::strata::RowSink,
+        ) -> Res<()> {
+            use $crate::store::sql::{SCAN_PAGE, feed_page};
+            let page = SCAN_PAGE as i64;
+            let mut after: (Vec<u8>, i64) = (Vec::new(), -1);
+            loop {
+                space.counters.round_trip(1);
+                let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = match at {
+                    ReadAt::Current => {
+                        sqlx::query_as(
+                            "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata \
+                             WHERE ns = $1 AND (path, depth) > ($2, $3) \
+                             ORDER BY path, depth LIMIT $4",
+                        )
+                        .bind(info.id)
+                        .bind(&after.0)
+                        .bind(after.1)
+                        .bind(page)
+                        .fetch_all(&mut *conn)
+                        .await?
+                    }
+                    ReadAt::Version(v) => {
+                        // Each side stops after a page in key order.
+                        sqlx::query_as(
+                            "SELECT path, CAST(depth AS BIGINT), body FROM ( \
+                                 SELECT * FROM (SELECT path, depth, body FROM ms_smt_strata \
+                                     WHERE ns = $1 AND (path, depth) > ($2, $3) \
+                                       AND version <= $5 \
+                                     ORDER BY path, depth LIMIT $4) AS live \
+                               UNION ALL \
+                                 SELECT * FROM (SELECT path, depth, body FROM ms_smt_history \
+                                     WHERE ns = $1 AND (path, depth) > ($2, $3) \
+                                       AND from_version <= $5 AND to_version > $5 \
+                                     ORDER BY path, depth LIMIT $4) AS kept) AS u \
+                             ORDER BY path, depth LIMIT $4",
+                        )
+                        .bind(info.id)
+                        .bind(&after.0)
+                        .bind(after.1)
+                        .bind(page)
+                        .bind(version_to_sql(v))
+                        .fetch_all(&mut *conn)
+                        .await?
+                    }
+                };
+                match feed_page(sink, rows) {
+                    Some(next) => after = next,
+                    None => return Ok(()),
+                }
+            }
+        }
+
         /// Takes the write locks of two namespaces, in name order (so two
         /// transactions locking the same pair cannot deadlock).
         pub(super) async fn lock_both(conn: &mut $conn, a: &Space, b: &Space) -> Res<()> {

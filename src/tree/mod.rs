@@ -153,7 +153,10 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// every hash and sum from the stored root down, checks the shape this
     /// layout writes (a compacted tree's leaves sit as high as they can),
     /// and reports children that are missing and stored things no position
-    /// reaches. Reads one consistent snapshot; repairs nothing.
+    /// reaches. Pinned roots are checked the same way, down to the rows a
+    /// read at their version sees (on SQL stores each pin gets its own
+    /// report in [`AuditReport::pinned`]). Reads one consistent snapshot;
+    /// repairs nothing.
     ///
     /// On SQL stores the rows stream through in key order, so memory stays
     /// bounded; every compacted leaf costs up to 256 hashes to recheck.

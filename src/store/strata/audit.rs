@@ -9,19 +9,25 @@
 //! the tree's size.
 
 use super::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
-use crate::audit::{AuditReport, Location, Problem};
+use crate::audit::{AuditReport, Location, PinAudit, Problem};
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, compacted_hash};
 use crate::position::Position;
+use crate::store::Pin;
 use crate::tree::LayoutKind;
 
 /// Receives a namespace's stored rows from
-/// [`TreeStore::scan_rows`](crate::store::TreeStore::scan_rows).
+/// [`TreeStore::scan_rows`](crate::store::TreeStore::scan_rows): the
+/// current tree's, then each pinned tree's.
 pub trait RowSink: Send {
     /// The namespace's root record and row height; called once, first.
     fn begin(&mut self, root: ComputedNode, height: StratumHeight);
     /// One stored row. Rows arrive in key order: path bytes, then depth.
     fn row(&mut self, key: RowKey, body: &[u8]);
+    /// The rows that follow (again in key order) are the tree `pin` holds:
+    /// every row a read at its version sees. Called after the current
+    /// tree's rows, once per pin, oldest version first.
+    fn pinned(&mut self, pin: &Pin);
 }
 
 /// A child row a row refers to.
@@ -59,9 +65,15 @@ struct Frame {
 pub struct RowAudit {
     layout: LayoutKind,
     height: StratumHeight,
+    /// The walk under way: of the current tree, or of `pin`'s.
     report: AuditReport,
     stack: Vec<Frame>,
     root_seen: bool,
+    pin: Option<Pin>,
+    /// The current tree's report, once its walk is over.
+    current: Option<AuditReport>,
+    /// The pinned trees' reports, as their walks end.
+    pins: Vec<PinAudit>,
 }
 
 impl RowAudit {
@@ -73,11 +85,25 @@ impl RowAudit {
             report: AuditReport::new(ComputedNode::empty_root()),
             stack: Vec::new(),
             root_seen: false,
+            pin: None,
+            current: None,
+            pins: Vec::new(),
         }
     }
 
     /// The report, once every row was fed.
     pub fn finish(mut self) -> AuditReport {
+        self.end_walk();
+        let mut report = self
+            .current
+            .unwrap_or_else(|| AuditReport::new(ComputedNode::empty_root()));
+        report.pinned = self.pins;
+        report
+    }
+
+    /// Ends the walk under way: reports what never came, and files its
+    /// report as the current tree's or its pin's.
+    fn end_walk(&mut self) {
         while let Some(frame) = self.stack.pop() {
             self.close(frame);
         }
@@ -91,7 +117,12 @@ impl RowAudit {
                 expected: root,
             });
         }
-        self.report
+        self.root_seen = false;
+        let report = std::mem::replace(&mut self.report, AuditReport::new(root));
+        match self.pin.take() {
+            Some(pin) => self.pins.push(PinAudit { pin, report }),
+            None => self.current = Some(report),
+        }
     }
 
     /// Reports the children a finished row referred to that never came.
@@ -137,6 +168,12 @@ impl RowSink for RowAudit {
     fn begin(&mut self, root: ComputedNode, height: StratumHeight) {
         self.report.stored_root = root;
         self.height = height;
+    }
+
+    fn pinned(&mut self, pin: &Pin) {
+        self.end_walk();
+        self.report = AuditReport::new(pin.root);
+        self.pin = Some(pin.clone());
     }
 
     fn row(&mut self, key: RowKey, body: &[u8]) {
