@@ -222,8 +222,9 @@ macro_rules! pinned_sql {
             .fetch_one(store.pool())
             .await
             .expect("namespace");
-        let kept: Vec<(Vec<u8>, i64, i64, i64)> = sqlx::query_as(
-            "SELECT path, CAST(depth AS BIGINT), from_version, to_version FROM ms_smt_history \
+        let kept: Vec<(Vec<u8>, i64, Vec<u8>, i64, i64)> = sqlx::query_as(
+            "SELECT path, CAST(depth AS BIGINT), body, from_version, to_version \
+             FROM ms_smt_history \
              WHERE ns = $1 ORDER BY path, depth, from_version",
         )
         .bind(ns)
@@ -235,8 +236,8 @@ macro_rules! pinned_sql {
             "{}: the changes kept rows for the pins",
             $tag
         );
-        let live: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-            "SELECT path, CAST(depth AS BIGINT) FROM ms_smt_strata WHERE ns = $1 \
+        let live: Vec<(Vec<u8>, i64, Vec<u8>)> = sqlx::query_as(
+            "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = $1 \
              AND version <= $2 ORDER BY path, depth",
         )
         .bind(ns)
@@ -255,15 +256,15 @@ macro_rules! pinned_sql {
         let cases = kept
             .iter()
             .step_by((kept.len() / 30).max(1))
-            .flat_map(|(p, d, from, to)| {
-                [true, false].map(|flip| (p.clone(), *d, Some((*from, *to)), flip))
+            .flat_map(|(p, d, b, from, to)| {
+                [true, false].map(|flip| (p, *d, b, Some((*from, *to)), flip))
             })
             .chain(
                 live.iter()
                     .step_by((live.len() / 10).max(1))
-                    .map(|(p, d)| (p.clone(), *d, None, true)),
+                    .map(|(p, d, b)| (p, *d, b, None, true)),
             );
-        for (path, depth, span, flip) in cases {
+        for (path, depth, body, span, flip) in cases {
             let mut conn = store.pool().acquire().await.expect("conn");
             let mut tx = conn.begin().await.expect("begin");
             let (table, extra) = match span {
@@ -271,35 +272,21 @@ macro_rules! pinned_sql {
                 None => ("ms_smt_strata", String::new()),
             };
             let filter = format!("WHERE ns = $1 AND path = $2 AND depth = $3{extra}");
-            let done = if flip {
+            let sql = if flip {
+                format!("UPDATE {table} SET body = $4 {filter}")
+            } else {
+                format!("DELETE FROM {table} {filter}")
+            };
+            let mut corrupt = sqlx::query(&sql).bind(ns).bind(path).bind(depth as i32);
+            if flip {
                 // The last byte of a body is part of a hash, a sum or a value.
-                let mut body: Vec<u8> =
-                    sqlx::query_scalar(&format!("SELECT body FROM {table} {filter}"))
-                        .bind(ns)
-                        .bind(&path)
-                        .bind(depth as i32)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .expect("body");
+                let mut body = body.clone();
                 if let Some(last) = body.last_mut() {
                     *last ^= 1;
                 }
-                sqlx::query(&format!("UPDATE {table} SET body = $4 {filter}"))
-                    .bind(ns)
-                    .bind(&path)
-                    .bind(depth as i32)
-                    .bind(body)
-                    .execute(&mut *tx)
-                    .await
-            } else {
-                sqlx::query(&format!("DELETE FROM {table} {filter}"))
-                    .bind(ns)
-                    .bind(&path)
-                    .bind(depth as i32)
-                    .execute(&mut *tx)
-                    .await
+                corrupt = corrupt.bind(body);
             }
-            .expect("corrupt");
+            let done = corrupt.execute(&mut *tx).await.expect("corrupt");
             assert_eq!(done.rows_affected(), 1, "{}: one row changed", $tag);
             {
                 let cold = store.namespace(&name).with_recent_nodes(0);

@@ -33,9 +33,9 @@ use tokio::sync::Mutex;
 use super::migrate::rebuild;
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, NsState, PathParams, Space, SqlStoreError, TxConnection, decode_root,
-    decode_rows, detached, detached_store, merge, path_nodes, sum_to_sql, walk_rows,
-    write_detached,
+    MigrationError, NsInfo, NsState, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError,
+    TxConnection, decode_root, decode_rows, detached, detached_store, merge, path_nodes,
+    sum_to_sql, walk_rows, write_detached,
 };
 use super::sql_handle::handle_reads;
 use super::sql_ops;
@@ -912,7 +912,16 @@ impl RowQueries for PgConnection {
         before: &[u8],
         limit: usize,
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        rows_after_on(self, space, info, at, after, before, limit).await
+        rows_after_on(
+            self,
+            space,
+            info,
+            at,
+            (after, PAST_EVERY_DEPTH),
+            before,
+            limit,
+        )
+        .await
     }
 }
 

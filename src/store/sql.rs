@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use super::strata::{Row, RowChange, RowKey, RowMap, RowSink, StrataError, StratumHeight};
+use super::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
@@ -728,26 +728,9 @@ where
 /// Rows per statement of a namespace scan.
 pub(crate) const SCAN_PAGE: usize = 2048;
 
-/// Hands one page of a scan (`(path, depth, body)` in key order) to `sink`
-/// and returns where the next page starts, or `None` after the last page.
-pub(crate) fn feed_page<D>(
-    sink: &mut dyn RowSink,
-    rows: Vec<(Vec<u8>, D, Vec<u8>)>,
-) -> Option<(Vec<u8>, D)>
-where
-    D: Copy + TryInto<usize>,
-{
-    let n = rows.len();
-    let mut cursor = None;
-    for (i, (path, depth, body)) in rows.into_iter().enumerate() {
-        if n >= SCAN_PAGE && i + 1 == n {
-            cursor = Some((path.clone(), depth));
-        }
-        let depth = depth.try_into().unwrap_or(usize::MAX);
-        sink.row(RowKey { path, depth }, &body);
-    }
-    cursor
-}
+/// A row depth past every stored one (rows sit at depths 0 to 256): the
+/// cursor `(path, PAST_EVERY_DEPTH)` comes after every row at `path`.
+pub(crate) const PAST_EVERY_DEPTH: i64 = crate::key::MAX_LEVEL as i64 + 1;
 
 #[cfg(test)]
 mod tests {

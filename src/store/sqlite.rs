@@ -38,8 +38,9 @@ use super::migrate::rebuild;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, PathParams, Space, SqlStoreError, TxConnection, decode_rows, detached,
-    detached_store, merge, path_nodes, sum_to_sql, walk_rows, write_detached,
+    MigrationError, NsInfo, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError, TxConnection,
+    decode_rows, detached, detached_store, merge, path_nodes, sum_to_sql, walk_rows,
+    write_detached,
 };
 use super::sql_handle::handle_reads;
 use super::sql_ops;
@@ -911,7 +912,16 @@ impl RowQueries for SqliteConnection {
         before: &[u8],
         limit: usize,
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        rows_after_on(self, space, info, at, after, before, limit).await
+        rows_after_on(
+            self,
+            space,
+            info,
+            at,
+            (after, PAST_EVERY_DEPTH),
+            before,
+            limit,
+        )
+        .await
     }
 }
 /// Key paths at `at`: the one-statement recursive walk for the current
