@@ -5,6 +5,9 @@
 //!   resumption, writes between pages), subtree sums and hashes == the
 //!   model's, `children` pairs check against their parents, multi-key and
 //!   update proofs verify;
+//! * `cursors`: after any mix of `next` and `next_page` calls and page
+//!   sizes, resuming from `Leaves::cursor` yields exactly the entries not
+//!   yet handed out (no gap, no duplicate);
 //! * `diff`: diff == the model difference (two namespaces, one full and
 //!   one compacted; a pin against the current tree);
 //! * `pins`: pinned roots read as they were while writers move on; unpin
@@ -521,6 +524,91 @@ async fn reads<S: UStore>(store: S) {
 }
 
 on_every_store!(reads_on => reads);
+
+// ---------------------------------------------------------------------------
+// cursors: resuming from `Leaves::cursor` after any mix of `next` and
+// `next_page` hands out exactly the entries not yet handed out
+// ---------------------------------------------------------------------------
+
+/// One read before a checkpoint: `Some(n)` takes `n` entries with `next`,
+/// `None` takes one page with `next_page`.
+type Step = Option<usize>;
+
+async fn cursors_layout<S: UStore, L: Layout>(
+    store: S,
+    (batches, runs): (Vec<BatchR>, Vec<(usize, Vec<Step>)>),
+) -> Result<(), TestCaseError> {
+    let (tree, m) = build::<S, L>(&store, "cursors", &batches).await;
+    let lay = layout_name::<L>();
+    let want = entries_of(&m);
+    // Each run reads with its own page size and steps, checkpoints the
+    // cursor, and the next run resumes after it; the last run drains.
+    let mut got: Vec<(Key, Leaf)> = Vec::new();
+    let mut cursor: Option<Key> = None;
+    for (i, (page, steps)) in runs.iter().enumerate() {
+        let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut it = tree.leaves((start, Bound::Unbounded)).with_page(*page);
+        prop_assert_eq!(it.cursor(), None, "cursor before the first entry");
+        let last_run = i + 1 == runs.len();
+        let run_start = got.len();
+        for step in steps {
+            match step {
+                Some(n) => {
+                    for _ in 0..*n {
+                        match it.next().await.map_err(fail)? {
+                            Some(e) => got.push((e.key, e.leaf)),
+                            None => break,
+                        }
+                    }
+                }
+                None => {
+                    let page = it.next_page().await.map_err(fail)?;
+                    got.extend(page.into_iter().map(|e| (e.key, e.leaf)));
+                }
+            }
+            // The cursor is the key of the last entry this reader handed
+            // out, `None` while it has handed out none.
+            let handed = got[run_start..].last().map(|(k, _)| *k);
+            prop_assert_eq!(it.cursor(), handed, "{} {}: cursor", S::KIND, lay);
+        }
+        if last_run {
+            let rest = it.collect_all().await.map_err(fail)?;
+            got.extend(rest.into_iter().map(|e| (e.key, e.leaf)));
+        } else if let Some(c) = it.cursor() {
+            cursor = Some(c);
+        }
+    }
+    prop_assert_eq!(
+        &got,
+        &want,
+        "{} {}: entries before and after resuming",
+        S::KIND,
+        lay
+    );
+    tree.delete_all().await.map_err(fail)?;
+    Ok(())
+}
+
+async fn cursors<S: UStore>(store: S) {
+    let step = prop_oneof![2 => (0usize..12).prop_map(Some), 1 => Just(None)];
+    let strategy = (
+        vec(batch_r(30), 1..3),
+        vec((1usize..9, vec(step, 0..5)), 1..5),
+    );
+    check(
+        &store,
+        "cursors",
+        cases::<S>(48),
+        strategy,
+        |s, v| async move {
+            cursors_layout::<S, Compacted>(s.clone(), v.clone()).await?;
+            cursors_layout::<S, Full>(s, v).await
+        },
+    )
+    .await;
+}
+
+on_every_store!(cursors_on => cursors);
 
 // ---------------------------------------------------------------------------
 // diff

@@ -111,6 +111,9 @@ pub struct Leaves<'t, S, L> {
     page: usize,
     done: bool,
     buffer: std::vec::IntoIter<LeafEntry>,
+    /// The key of the last entry handed to the caller (not the last one
+    /// fetched: a page is handed out one entry at a time by `next`).
+    handed: Option<Key>,
 }
 
 impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
@@ -126,6 +129,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             page: DEFAULT_PAGE,
             done: false,
             buffer: Vec::new().into_iter(),
+            handed: None,
         }
     }
 }
@@ -137,19 +141,19 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
         self
     }
 
-    /// The last key returned: pass `(Bound::Excluded(cursor), end)` to a
-    /// later [`View::leaves`] to resume after it. `None` before the first.
+    /// The key of the last entry handed out (by [`next`](Self::next) or
+    /// [`next_page`](Self::next_page)): pass `(Bound::Excluded(cursor),
+    /// end)` to a later [`View::leaves`] to resume with exactly the entries
+    /// not yet handed out. `None` before the first.
     pub fn cursor(&self) -> Option<Key> {
-        match self.start {
-            Bound::Excluded(k) => Some(k),
-            _ => None,
-        }
+        self.handed
     }
 
     /// The next leaf, `None` after the last.
     pub async fn next(&mut self) -> Res<Option<LeafEntry>, S> {
         loop {
             if let Some(entry) = self.buffer.next() {
+                self.handed = Some(entry.key);
                 return Ok(Some(entry));
             }
             if self.done {
@@ -163,7 +167,8 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
     /// already taken with [`next`](Self::next) are not returned again.
     pub async fn next_page(&mut self) -> Res<Vec<LeafEntry>, S> {
         let buffered: Vec<LeafEntry> = std::mem::take(&mut self.buffer).collect();
-        if !buffered.is_empty() {
+        if let Some(last) = buffered.last() {
+            self.handed = Some(last.key);
             return Ok(buffered);
         }
         if self.done {
@@ -186,6 +191,7 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
             .await?;
         if let Some(last) = page.last() {
             self.start = Bound::Excluded(last.key);
+            self.handed = Some(last.key);
         }
         self.done = finished;
         Ok(page)
