@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
+use ms_smt::descent::NodeCache;
 use ms_smt::proof::MultiProof;
 use ms_smt::store::MemoryStore;
-use ms_smt::tree::NodeCache;
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Proof};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

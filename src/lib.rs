@@ -36,31 +36,37 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod descent;
 pub mod empty;
 pub mod error;
 pub mod failpoint;
 pub mod hash;
 pub mod key;
+pub mod layout;
 pub mod leaf;
 pub mod node;
+pub mod pin;
 pub mod position;
 pub mod proof;
 pub mod store;
+pub mod strata;
 mod sum;
 pub mod tree;
+pub mod universe;
 
 pub use audit::{AuditReport, Problem};
+pub use descent::Subtree;
 pub use error::{PlanError, SumOverflow, TreeError};
 pub use hash::Hash;
 pub use key::Key;
+pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node};
+pub use pin::Pin;
 pub use position::Position;
 pub use proof::{
     CompressedProof, DecodeError, MultiProof, Proof, UpdateProof, verify_merkle_proof,
 };
-pub use store::{Pin, ReadAt};
-pub use tree::{
-    Chunk, Compacted, CompactedTree, CopyReport, DiffEntry, Full, FullTree, Import, Layout,
-    LayoutKind, LeafEntry, ProvenWrite, Subtree, SyncPeer, SyncReport, Tree, Trunk, View,
-};
+pub use store::ReadAt;
+pub use tree::{CompactedTree, FullTree, ProvenWrite, Tree, View};
+pub use universe::{Chunk, CopyReport, DiffEntry, Import, LeafEntry, SyncPeer, SyncReport, Trunk};

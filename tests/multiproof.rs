@@ -21,10 +21,10 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use ms_smt::descent::{NodeCache, NodeSource};
 use ms_smt::empty::empty_hash;
 use ms_smt::proof::{MultiDecodeError, MultiProof, MultiProofError, UpdateProof, UpdateProofError};
-use ms_smt::store::{MemoryStore, NodeSource};
-use ms_smt::tree::NodeCache;
+use ms_smt::store::MemoryStore;
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Node, Tree};
 use proptest::collection::vec;
 use proptest::prelude::*;

@@ -2,13 +2,13 @@
 //! node sent once. The model, sibling order and wire format are documented
 //! on [`MultiProof`].
 
+use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, SumOverflow};
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
-use crate::store::NodeSource;
 use crate::sum;
 
 /// Bytes of the header: three `be64` counts.
@@ -171,7 +171,7 @@ impl MultiProof {
         root: &ComputedNode,
         keys: &[Key],
     ) -> Result<(MultiProof, Vec<(Key, Leaf)>), PlanError> {
-        let keys = crate::tree::sorted_keys(keys);
+        let keys = crate::descent::sorted_keys(keys);
         let mut builder = Builder {
             source,
             bits: Vec::new(),
@@ -486,7 +486,7 @@ impl<'s, R: NodeSource> Builder<'s, R> {
                     }
                     let (next, sibling) = if goes_right { (r, l) } else { (l, r) };
                     let sibling_sum =
-                        crate::tree::sibling_sum(self.source, child, &sibling, sum, &next)?;
+                        crate::descent::sibling_sum(self.source, child, &sibling, sum, &next)?;
                     self.push(child, ComputedNode::new(sibling, sibling_sum));
                     view = self.resolve(child, next, first)?;
                 }
@@ -685,7 +685,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::NodeCache;
+    use crate::descent::NodeCache;
 
     fn key(byte0: u8) -> Key {
         let mut k = [0u8; 32];

@@ -3,11 +3,11 @@
 //! [`UpdateProof`].
 
 use super::multi::{MultiDecodeError, MultiProof, MultiProofError};
+use crate::descent::NodeSource;
 use crate::error::{PlanError, SumOverflow};
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::store::NodeSource;
 
 /// The old leaves at a batch's keys and their [`MultiProof`] against the
 /// old root: what a verifier who knows only the old root needs to compute
@@ -190,7 +190,7 @@ impl UpdateProof {
 /// The batch in tree order with one entry per key, the last occurrence
 /// winning, as `Tree::insert_many` prepares it.
 fn last_wins(batch: &[(Key, Leaf)]) -> Vec<(Key, &Leaf)> {
-    crate::tree::prepare(batch)
+    crate::descent::prepare(batch)
         .into_iter()
         .map(|item| (item.key, item.leaf))
         .collect()

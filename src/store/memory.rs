@@ -9,14 +9,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{
-    BulkStore, CommitOutcome, Counters, PathStart, Pin, PinStore, ReadAt, StoreStats, TreeStore,
-    UpdateBatch,
+    BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore,
 };
 use crate::audit::NodeScan;
+use crate::descent::UpdateBatch;
 use crate::empty::is_empty_hash;
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::{ComputedNode, Node};
+use crate::pin::Pin;
 
 /// Errors of the in-memory store.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

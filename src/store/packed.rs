@@ -17,7 +17,7 @@
 //! * variable-length bodies: concatenated, with an offset and a length
 //!   (integers) per row.
 
-use super::strata::RowKey;
+use crate::strata::RowKey;
 
 /// Counts `0 .. ?2` (the rows packed into the blob parameters): the driving
 /// table of every packed statement. `?2` must be at least 1.

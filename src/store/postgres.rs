@@ -20,9 +20,8 @@
 //!   same statements run directly in it, with no savepoint (sqlx's
 //!   savepoints are not safe to cancel; see `write_commit`); the advisory
 //!   lock is held until the caller's transaction ends.
-//! * A database written by earlier versions (one row per node hash) is
-//!   migrated when opened, one transaction per namespace (see
-//!   [`PostgresStore::migrate`]).
+//! * The schema is versioned ([`PostgresStore::migrate`]): a database written
+//!   by an earlier schema of this release line is upgraded when opened.
 
 use std::sync::Arc;
 
@@ -30,58 +29,38 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
-use super::migrate::rebuild;
+use super::locked::write_planned;
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, NsState, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError,
-    TxConnection, decode_root, decode_rows, detached, detached_store, merge, path_nodes,
-    sum_to_sql, walk_rows, write_detached,
+    NsInfo, NsState, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError, TxConnection, detached,
+    detached_store, merge, path_nodes, sum_to_sql, walk_rows, write_detached,
 };
 use super::sql_handle::handle_reads;
 use super::sql_ops;
-use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{
-    BulkStore, CommitOutcome, PathStart, Pin, PinStore, ReadAt, RecentNodes, StoreStats, TreeStore,
-    UpdateBatch,
+    BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, RecentNodes, StoreStats, TreeStore,
 };
+use crate::audit::RowSink;
+use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::key::Key;
+use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::pin::Pin;
 use crate::position::Position;
-use crate::tree::{Layout, Tree};
+use crate::strata::{self, RowChange, RowKey, StratumHeight};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
-/// `_sqlx_migrations`, which belongs to the host application). Version 3
-/// moves the trees of version 1 into the tables of version 2 (see
-/// [`PostgresStore::migrate`]).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "nodes and roots",
-        "CREATE TABLE ms_smt_nodes (
-            namespace TEXT NOT NULL,
-            hash BYTEA NOT NULL,
-            l_hash BYTEA,
-            r_hash BYTEA,
-            leaf_key BYTEA,
-            value BYTEA,
-            sum BIGINT NOT NULL,
-            refs BIGINT NOT NULL,
-            PRIMARY KEY (namespace, hash)
-        );
-        CREATE TABLE ms_smt_roots (
-            namespace TEXT PRIMARY KEY NOT NULL,
-            hash BYTEA NOT NULL,
-            sum BIGINT NOT NULL
-        );",
-    ),
-    (
-        2,
-        "namespaces and position-keyed strata",
-        "CREATE TABLE ms_smt_namespaces (
+/// `_sqlx_migrations`, which belongs to the host application). Version 4
+/// is the first released schema; the earlier versions are kept as the
+/// forward path of databases created before it.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    2,
+    "namespaces and position-keyed strata",
+    "CREATE TABLE ms_smt_namespaces (
             id BIGSERIAL PRIMARY KEY,
             name TEXT NOT NULL UNIQUE,
             height INT NOT NULL,
@@ -95,12 +74,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
             body BYTEA NOT NULL,
             PRIMARY KEY (ns, path, depth)
         );",
-    ),
-];
-
-/// The migration that moves hash-keyed trees into strata rows and drops
-/// the old tables.
-const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
+)];
 
 /// Migration 4: versions, pins, and the rows pins keep.
 ///
@@ -251,13 +225,9 @@ impl PostgresStore {
     /// safe to run concurrently (advisory lock); tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations.
-    ///
-    /// A database written by earlier versions (one row per node hash) is
-    /// moved to strata rows here: each namespace's tree is walked from its
-    /// root, rebuilt in the new layout, and its root compared with the old
-    /// one before the old rows go, in one transaction per namespace. If a
-    /// namespace cannot be moved, [`SqlStoreError::Migration`] says why and
-    /// its old rows stay as they were.
+    /// Each version's DDL runs once, in its own transaction with its
+    /// ledger entry; a database at a newer version than this crate knows
+    /// is refused ([`SqlStoreError::SchemaTooNew`]).
     pub async fn migrate(&self) -> Res<()> {
         let applied = {
             let mut tx = self.pool.begin().await?;
@@ -301,70 +271,7 @@ impl PostgresStore {
             }
             tx.commit().await?;
         }
-        if !applied.contains(&MOVE_TO_STRATA.0) {
-            self.move_to_strata().await?;
-        }
         Ok(())
-    }
-
-    /// Migration 3: every namespace of `ms_smt_roots` into strata rows, one
-    /// transaction each, then the old tables dropped.
-    async fn move_to_strata(&self) -> Res<()> {
-        loop {
-            let mut tx = self.pool.begin().await?;
-            lock_migrations(&mut tx).await?;
-            if applied_migrations(&mut tx)
-                .await?
-                .contains(&MOVE_TO_STRATA.0)
-            {
-                return Ok(()); // another process finished it
-            }
-            let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
-                "SELECT namespace, hash, sum FROM ms_smt_roots ORDER BY namespace LIMIT 1",
-            )
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((name, hash, sum)) = next else {
-                sqlx::raw_sql("DROP TABLE ms_smt_nodes; DROP TABLE ms_smt_roots;")
-                    .execute(&mut *tx)
-                    .await?;
-                record_migration(&mut tx, MOVE_TO_STRATA.0, MOVE_TO_STRATA.1).await?;
-                tx.commit().await?;
-                return Ok(());
-            };
-            let fail = |source: MigrationError| SqlStoreError::Migration {
-                namespace: name.clone(),
-                source,
-            };
-            let root = decode_root(&name, Some((hash, sum)))?;
-            let height = self.space.height;
-            let rows = rebuild(&root, height, async |hashes: Vec<Hash>| {
-                fetch_old_nodes(&mut tx, &name, &hashes).await
-            })
-            .await?
-            .map_err(fail)?;
-            let id: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING id",
-            )
-            .bind(&name)
-            .bind(height_sql(height))
-            .bind(root.hash.0.to_vec())
-            .bind(sum_to_sql(root.sum))
-            .fetch_optional(&mut *tx)
-            .await?;
-            let id = id.ok_or_else(|| fail(MigrationError::AlreadyMigrated))?;
-            write_rows(&mut tx, id, &rows, &self.space).await?;
-            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = $1")
-                .bind(&name)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = $1")
-                .bind(&name)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
     }
 
     /// True when `other` shares this handle's pool (so one statement can
@@ -425,26 +332,6 @@ async fn record_migration(conn: &mut PgConnection, version: i64, what: &str) -> 
         .execute(&mut *conn)
         .await?;
     Ok(())
-}
-
-/// Reads nodes of the hash-keyed schema (migration only).
-async fn fetch_old_nodes(
-    conn: &mut PgConnection,
-    ns: &str,
-    hashes: &[Hash],
-) -> Res<Vec<(Hash, Node)>> {
-    let keys: Vec<&[u8]> = hashes.iter().map(|h| h.0.as_slice()).collect();
-    let rows = sqlx::query(
-        "SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
-         FROM UNNEST($2::bytea[]) AS w(hash) CROSS JOIN LATERAL ( \
-             SELECT * FROM ms_smt_nodes m WHERE m.namespace = $1 AND m.hash = w.hash \
-             OFFSET 0) AS n",
-    )
-    .bind(ns)
-    .bind(keys)
-    .fetch_all(&mut *conn)
-    .await?;
-    decode_rows(ns, &rows)
 }
 
 sql_ops::namespace_ops!(PgConnection);
@@ -772,61 +659,6 @@ async fn read_rows(
         .collect())
 }
 
-/// Writes a merge's row changes: one upsert of the rows that changed, one
-/// delete of the rows left empty (located by fenced primary-key probes and
-/// deleted by row id). Rows go in key order.
-async fn write_rows(
-    conn: &mut PgConnection,
-    ns: i64,
-    changes: &[RowChange],
-    space: &Space,
-) -> Res<()> {
-    let mut put_keys = Vec::new();
-    let mut bodies: Vec<&[u8]> = Vec::new();
-    let mut gone = Vec::new();
-    for change in changes {
-        match change {
-            RowChange::Put(key, body) => {
-                put_keys.push(key);
-                bodies.push(body);
-            }
-            RowChange::Delete(key) => gone.push(key),
-        }
-    }
-    if !put_keys.is_empty() {
-        let (paths, depths) = key_arrays(put_keys.into_iter());
-        space.counters.round_trip(1);
-        sqlx::query(
-            "INSERT INTO ms_smt_strata (ns, path, depth, body) \
-             SELECT $1, * FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) \
-             ON CONFLICT (ns, path, depth) DO UPDATE SET body = EXCLUDED.body",
-        )
-        .bind(ns)
-        .bind(paths)
-        .bind(depths)
-        .bind(bodies)
-        .execute(&mut *conn)
-        .await?;
-    }
-    if !gone.is_empty() {
-        let (paths, depths) = key_arrays(gone.into_iter());
-        space.counters.round_trip(1);
-        sqlx::query(
-            "DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
-                 SELECT n.ctid FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) \
-                 CROSS JOIN LATERAL ( \
-                     SELECT ctid FROM ms_smt_strata m \
-                     WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n))",
-        )
-        .bind(ns)
-        .bind(paths)
-        .bind(depths)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
-}
-
 /// Removes the namespace's rows (one key range) and its root, in one
 /// statement (see [`write_commit`] for why one); rows a pin may still read
 /// are kept first.
@@ -1055,8 +887,9 @@ impl TreeStore for PostgresStore {
 
     // TreeError is what the tree's own writes return; boxing it here only.
     #[allow(clippy::result_large_err)]
-    async fn insert_exclusive<L: Layout>(
+    async fn write_locked(
         &self,
+        kind: LayoutKind,
         batch: &[(Key, Leaf)],
     ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
         let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
@@ -1073,7 +906,7 @@ impl TreeStore for PostgresStore {
                         conn: Mutex::new(&mut *tx),
                         space,
                     };
-                    Tree::<_, L>::new(locked).insert_many(batch).await?
+                    write_planned(&locked, kind, &batch).await?
                 };
                 if caller_gone.get() {
                     tx.rollback().await.map_err(store)?;

@@ -17,12 +17,12 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use super::sql::{NsInfo, Space, SqlStoreError};
-use super::strata::{Row, RowKey, path_bytes};
 use super::{PathStart, ReadAt};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::Node;
 use crate::position::Position;
+use crate::strata::{Row, RowKey, path_bytes};
 
 type Res<T> = Result<T, SqlStoreError>;
 

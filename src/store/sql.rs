@@ -4,12 +4,11 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use super::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
 use super::{Counters, RecentNodes};
 use crate::hash::Hash;
 use crate::key::Key;
-use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
 
 /// Errors of the SQLite and Postgres stores.
 #[derive(Debug, thiserror::Error)]
@@ -17,16 +16,13 @@ pub enum SqlStoreError {
     /// The database driver failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
-    /// A stored row does not decode into a node (wrong blob lengths, or a
-    /// branch with one child missing).
-    #[error("node row {hash} in namespace {namespace:?} is malformed: {what}")]
-    CorruptRow {
-        /// Namespace of the row.
+    /// A namespace's stored root is not a 32-byte hash.
+    #[error("namespace {namespace:?}: stored root hash is {len} bytes, not 32")]
+    CorruptRoot {
+        /// Namespace.
         namespace: String,
-        /// Hash column, hex (it may itself be the malformed part).
-        hash: String,
-        /// What is wrong.
-        what: &'static str,
+        /// Length of the stored hash.
+        len: usize,
     },
     /// A strata row of the namespace does not decode, or a batch does not
     /// fit the stored rows (a delete of a node that is not stored where
@@ -37,18 +33,7 @@ pub enum SqlStoreError {
         namespace: String,
         /// What is wrong.
         #[source]
-        source: super::strata::StrataError,
-    },
-    /// A namespace stored in the hash-keyed schema of earlier versions
-    /// could not be moved to the strata layout; its old rows are kept
-    /// and nothing of it was written in the new tables.
-    #[error("namespace {namespace:?} cannot be migrated: {source}")]
-    Migration {
-        /// Namespace.
-        namespace: String,
-        /// Why.
-        #[source]
-        source: MigrationError,
+        source: crate::strata::StrataError,
     },
     /// The store files nodes by position; nodes cannot be read by hash
     /// alone ([`TreeStore::reads_by_position`](super::TreeStore::reads_by_position)).
@@ -89,21 +74,6 @@ pub enum SqlStoreError {
         /// Highest version known.
         supported: i64,
     },
-}
-
-/// Why a namespace of the hash-keyed schema could not be migrated.
-#[derive(Debug, thiserror::Error)]
-pub enum MigrationError {
-    /// The old tree is incomplete or malformed (a node missing from the
-    /// old table, a node kind that cannot sit where it was found).
-    #[error("old tree: {0}")]
-    OldTree(#[from] crate::error::PlanError),
-    /// The rebuilt tree does not match the old root (or its rows do not fit).
-    #[error(transparent)]
-    Rebuild(#[from] super::migrate::RebuildError),
-    /// The name is already taken in the new tables.
-    #[error("the namespace already exists in the strata tables")]
-    AlreadyMigrated,
 }
 
 /// A namespace's id and stratum height.
@@ -311,7 +281,7 @@ impl PathParams {
     pub fn new(height: StratumHeight, starts: &[super::PathStart]) -> PathParams {
         use crate::key::MAX_LEVEL;
         let mut order: Vec<&super::PathStart> = starts.iter().collect();
-        order.sort_by_cached_key(|s| super::strata::path_array(&s.key, MAX_LEVEL));
+        order.sort_by_cached_key(|s| crate::strata::path_array(&s.key, MAX_LEVEL));
         let mut out = PathParams {
             depths: Vec::with_capacity(starts.len()),
             first_sibling: Vec::with_capacity(starts.len()),
@@ -347,7 +317,7 @@ impl PathParams {
     pub fn key_paths(&self) -> Vec<Vec<u8>> {
         self.keys
             .iter()
-            .map(|k| super::strata::path_bytes(k, crate::key::MAX_LEVEL))
+            .map(|k| crate::strata::path_bytes(k, crate::key::MAX_LEVEL))
             .collect()
     }
 
@@ -362,10 +332,10 @@ impl PathParams {
         let (mut paths, mut sibs) = (Vec::with_capacity(size), Vec::with_capacity(size));
         for key in &self.keys {
             for d in (0..=MAX_LEVEL).step_by(height.get()) {
-                paths.extend_from_slice(&super::strata::path_array(key, d));
+                paths.extend_from_slice(&crate::strata::path_array(key, d));
                 if d > 0 {
                     let other = key.with_bit(d - 1, !key.bit(d - 1));
-                    sibs.extend_from_slice(&super::strata::path_array(&other, d));
+                    sibs.extend_from_slice(&crate::strata::path_array(&other, d));
                 } else {
                     sibs.extend_from_slice(&[0u8; 32]);
                 }
@@ -422,13 +392,13 @@ pub(crate) fn path_nodes<'r>(
 }
 
 /// Merges `batch` into the rows it touches (`touched`, its
-/// [`touched_rows`](super::strata::touched_rows)): `known` (from the memo) and
+/// [`touched_rows`](crate::strata::touched_rows)): `known` (from the memo) and
 /// `stored` (read inside the commit's transaction); returns the row
 /// changes to write, and remembers the merged rows under the new root.
 pub(crate) fn merge(
     space: &Space,
     height: StratumHeight,
-    batch: &super::UpdateBatch,
+    batch: &crate::descent::UpdateBatch,
     touched: Vec<RowKey>,
     mut known: RowMap,
     stored: Vec<(RowKey, Vec<u8>)>,
@@ -437,7 +407,7 @@ pub(crate) fn merge(
         let row = Row::decode(key.depth, height, &body).map_err(|e| space.rows_error(e))?;
         known.insert(key, row);
     }
-    let merged = super::strata::apply_keeping_rows(batch, height, known, touched)
+    let merged = crate::strata::apply_keeping_rows(batch, height, known, touched)
         .map_err(|e| space.rows_error(e))?;
     space.memo_committed(&batch.old_root.hash, batch.new_root.hash, merged.rows);
     Ok(merged.changes)
@@ -452,100 +422,6 @@ pub(crate) fn sum_to_sql(sum: u64) -> i64 {
 /// The inverse of [`sum_to_sql`].
 pub(crate) fn sum_from_sql(sum: i64) -> u64 {
     u64::from_ne_bytes(sum.to_ne_bytes())
-}
-
-fn bytes32(
-    namespace: &str,
-    hash: &[u8],
-    blob: &[u8],
-    what: &'static str,
-) -> Result<[u8; 32], SqlStoreError> {
-    blob.try_into().map_err(|_| SqlStoreError::CorruptRow {
-        namespace: namespace.to_owned(),
-        hash: hex::encode(hash),
-        what,
-    })
-}
-
-/// Decodes fetched node rows (columns in SELECT order: hash, l_hash,
-/// r_hash, leaf_key, value, sum), reading the blobs in place from the
-/// driver's row buffers instead of copying each column into its own
-/// `Vec` first.
-pub(crate) fn decode_rows<R>(ns: &str, rows: &[R]) -> Result<Vec<(Hash, Node)>, SqlStoreError>
-where
-    R: sqlx::Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'r> &'r [u8]: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    rows.iter()
-        .map(|row| {
-            NodeRow {
-                hash: row.try_get(0)?,
-                l_hash: row.try_get(1)?,
-                r_hash: row.try_get(2)?,
-                leaf_key: row.try_get(3)?,
-                value: row.try_get(4)?,
-                sum: row.try_get(5)?,
-            }
-            .decode(ns)
-        })
-        .collect()
-}
-
-/// One node row as read from SQL, borrowing the driver's buffers.
-struct NodeRow<'r> {
-    hash: &'r [u8],
-    l_hash: Option<&'r [u8]>,
-    r_hash: Option<&'r [u8]>,
-    leaf_key: Option<&'r [u8]>,
-    value: Option<&'r [u8]>,
-    sum: i64,
-}
-
-impl NodeRow<'_> {
-    /// Decodes the row: both child hashes make a branch, a key makes a
-    /// compacted leaf, neither makes a plain leaf.
-    fn decode(self, namespace: &str) -> Result<(Hash, Node), SqlStoreError> {
-        let hash = Hash(bytes32(
-            namespace,
-            self.hash,
-            self.hash,
-            "hash is not 32 bytes",
-        )?);
-        let sum = sum_from_sql(self.sum);
-        let value = || self.value.unwrap_or_default().to_vec();
-        let node = match (self.l_hash, self.r_hash, self.leaf_key) {
-            (Some(l), Some(r), None) => Node::Branch {
-                left: Hash(bytes32(
-                    namespace,
-                    self.hash,
-                    l,
-                    "left hash is not 32 bytes",
-                )?),
-                right: Hash(bytes32(
-                    namespace,
-                    self.hash,
-                    r,
-                    "right hash is not 32 bytes",
-                )?),
-                sum,
-            },
-            (None, None, Some(key)) => Node::Compacted {
-                key: Key(bytes32(namespace, self.hash, key, "key is not 32 bytes")?),
-                leaf: Leaf::new(value(), sum),
-            },
-            (None, None, None) => Node::Leaf(Leaf::new(value(), sum)),
-            _ => {
-                return Err(SqlStoreError::CorruptRow {
-                    namespace: namespace.to_owned(),
-                    hash: hex::encode(self.hash),
-                    what: "row mixes branch and leaf columns",
-                });
-            }
-        };
-        Ok((hash, node))
-    }
 }
 
 /// The rows a path walk's statement returned, as (path, depth, body)
@@ -585,12 +461,12 @@ pub(crate) fn decode_root(
     match row {
         None => Ok(ComputedNode::empty_root()),
         Some((hash, sum)) => Ok(ComputedNode::new(
-            Hash(bytes32(
-                namespace,
-                &hash,
-                &hash,
-                "root hash is not 32 bytes",
-            )?),
+            Hash(<[u8; 32]>::try_from(hash.as_slice()).map_err(|_| {
+                SqlStoreError::CorruptRoot {
+                    namespace: namespace.to_owned(),
+                    len: hash.len(),
+                }
+            })?),
             sum_from_sql(sum),
         )),
     }

@@ -305,7 +305,7 @@ macro_rules! namespace_ops {
             pub(super) async fn scan_rows_on(
                 conn: &mut $conn,
                 space: &Space,
-                sink: &mut dyn $crate::store::strata::RowSink,
+                sink: &mut dyn $crate::audit::RowSink,
             ) -> Res<()> {
                 let state = load_state(conn, space).await?;
                 let root = state.map_or_else(ComputedNode::empty_root, |s| s.root);
@@ -329,7 +329,7 @@ macro_rules! namespace_ops {
                 space: &Space,
                 info: NsInfo,
                 at: ReadAt,
-                sink: &mut dyn $crate::store::strata::RowSink,
+                sink: &mut dyn $crate::audit::RowSink,
             ) -> Res<()> {
                 use $crate::store::row_reads::PAST_EVERY_PATH;
                 let mut after: (Vec<u8>, i64) = (Vec::new(), -1);

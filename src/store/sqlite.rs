@@ -21,9 +21,8 @@
 //! * Inside a caller's transaction ([`SqliteStore::in_transaction`]) the
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
-//! * A database written by earlier versions (one row per node hash) is
-//!   migrated when opened, one transaction per namespace (see
-//!   [`SqliteStore::migrate`]).
+//! * The schema is versioned ([`SqliteStore::migrate`]): a database written
+//!   by an earlier schema of this release line is upgraded when opened.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -34,59 +33,40 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 use tokio::sync::Mutex;
 
-use super::migrate::rebuild;
+use super::locked::write_planned;
 use super::packed::{INDEX_CTE, PackedRows, count};
 use super::row_reads::{self, RowQueries};
 use super::sql::{
-    MigrationError, NsInfo, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError, TxConnection,
-    decode_rows, detached, detached_store, merge, path_nodes, sum_to_sql, walk_rows,
-    write_detached,
+    NsInfo, PAST_EVERY_DEPTH, PathParams, Space, SqlStoreError, TxConnection, detached,
+    detached_store, merge, path_nodes, sum_to_sql, walk_rows, write_detached,
 };
 use super::sql_handle::handle_reads;
 use super::sql_ops;
-use super::strata::{self, RowChange, RowKey, RowSink, StratumHeight};
 use super::{
-    BulkStore, CommitOutcome, Counters, PathStart, Pin, PinStore, ReadAt, RecentNodes, StoreStats,
-    TreeStore, UpdateBatch,
+    BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, RecentNodes, StoreStats,
+    TreeStore,
 };
+use crate::audit::RowSink;
+use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
 use crate::hash::Hash;
 use crate::key::Key;
+use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
+use crate::pin::Pin;
 use crate::position::Position;
-use crate::tree::{Layout, Tree};
+use crate::strata::{self, RowChange, RowKey, StratumHeight};
 
 /// Schema migrations, tracked in `ms_smt_migrations` (not sqlx's
-/// `_sqlx_migrations`, which belongs to the host application). Version 3
-/// moves the trees of version 1 into the tables of version 2 (see
-/// [`SqliteStore::migrate`]).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "nodes and roots",
-        "CREATE TABLE ms_smt_nodes (
-            namespace TEXT NOT NULL,
-            hash BLOB NOT NULL,
-            l_hash BLOB,
-            r_hash BLOB,
-            leaf_key BLOB,
-            value BLOB,
-            sum INTEGER NOT NULL,
-            refs INTEGER NOT NULL,
-            PRIMARY KEY (namespace, hash)
-        ) WITHOUT ROWID;
-        CREATE TABLE ms_smt_roots (
-            namespace TEXT PRIMARY KEY NOT NULL,
-            hash BLOB NOT NULL,
-            sum INTEGER NOT NULL
-        );",
-    ),
-    (
-        2,
-        "namespaces and position-keyed strata",
-        "CREATE TABLE ms_smt_namespaces (
+/// `_sqlx_migrations`, which belongs to the host application). Version 5
+/// is the first released schema; the earlier versions are kept as the
+/// forward path of databases created before it.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    2,
+    "namespaces and position-keyed strata",
+    "CREATE TABLE ms_smt_namespaces (
             id INTEGER PRIMARY KEY,
             name TEXT NOT NULL UNIQUE,
             height INTEGER NOT NULL,
@@ -100,12 +80,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
             body BLOB NOT NULL,
             PRIMARY KEY (ns, path, depth)
         ) WITHOUT ROWID;",
-    ),
-];
-
-/// The migration that moves hash-keyed trees into strata rows and drops
-/// the old tables.
-const MOVE_TO_STRATA: (i64, &str) = (3, "hash-keyed trees moved to strata rows");
+)];
 
 /// Migration 4: strata rows in a rowid table with a unique position index.
 ///
@@ -312,13 +287,9 @@ impl SqliteStore {
     /// safe to run from several processes at once; tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations.
-    ///
-    /// A database written by earlier versions (one row per node hash) is
-    /// moved to strata rows here: each namespace's tree is walked from its
-    /// root, rebuilt in the new layout, and its root compared with the old
-    /// one before the old rows go, in one transaction per namespace. If a
-    /// namespace cannot be moved, [`SqlStoreError::Migration`] says why and
-    /// its old rows stay as they were.
+    /// Each version's DDL runs once, in its own transaction with its
+    /// ledger entry; a database at a newer version than this crate knows
+    /// is refused ([`SqlStoreError::SchemaTooNew`]).
     pub async fn migrate(&self) -> Res<()> {
         let mut conn = self.pool.acquire().await?;
         let applied = {
@@ -360,76 +331,7 @@ impl SqliteStore {
                 tx.commit().await?;
             }
         }
-        if !applied.contains(&MOVE_TO_STRATA.0) {
-            self.move_to_strata(&mut conn).await?;
-        }
         Ok(())
-    }
-
-    /// Migration 3: every namespace of `ms_smt_roots` into strata rows, one
-    /// transaction each, then the old tables dropped.
-    async fn move_to_strata(&self, conn: &mut SqliteConnection) -> Res<()> {
-        loop {
-            let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-            if applied_migrations(&mut tx)
-                .await?
-                .contains(&MOVE_TO_STRATA.0)
-            {
-                return Ok(()); // another process finished it
-            }
-            let next: Option<(String, Vec<u8>, i64)> = sqlx::query_as(
-                "SELECT namespace, hash, sum FROM ms_smt_roots ORDER BY namespace LIMIT 1",
-            )
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((name, hash, sum)) = next else {
-                sqlx::raw_sql("DROP TABLE ms_smt_nodes; DROP TABLE ms_smt_roots;")
-                    .execute(&mut *tx)
-                    .await?;
-                record_migration(&mut tx, MOVE_TO_STRATA.0, MOVE_TO_STRATA.1).await?;
-                tx.commit().await?;
-                return Ok(());
-            };
-            let fail = |source: MigrationError| SqlStoreError::Migration {
-                namespace: name.clone(),
-                source,
-            };
-            let root = super::sql::decode_root(&name, Some((hash, sum)))?;
-            let height = self.space.height;
-            let rows = rebuild(&root, height, async |hashes: Vec<Hash>| {
-                fetch_old_nodes(&mut tx, &name, &hashes).await
-            })
-            .await?
-            .map_err(fail)?;
-            let created = sqlx::query(
-                "INSERT INTO ms_smt_namespaces (name, height, root_hash, root_sum) \
-                 VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(&name)
-            .bind(i64::from(height.get() as u8))
-            .bind(root.hash.0.to_vec())
-            .bind(sum_to_sql(root.sum))
-            .execute(&mut *tx)
-            .await?;
-            if created.rows_affected() != 1 {
-                return Err(fail(MigrationError::AlreadyMigrated));
-            }
-            let id: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = ?")
-                .bind(&name)
-                .fetch_one(&mut *tx)
-                .await?;
-            let counters = Counters::default();
-            write_rows(&mut tx, id, &rows, None, &counters).await?;
-            sqlx::query("DELETE FROM ms_smt_nodes WHERE namespace = ?")
-                .bind(&name)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM ms_smt_roots WHERE namespace = ?")
-                .bind(&name)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
     }
 
     /// True when `other` shares this handle's pool (so one statement can
@@ -468,32 +370,6 @@ async fn record_migration(conn: &mut SqliteConnection, version: i64, what: &str)
         .execute(&mut *conn)
         .await?;
     Ok(())
-}
-
-/// Reads nodes of the hash-keyed schema (migration only).
-async fn fetch_old_nodes(
-    conn: &mut SqliteConnection,
-    ns: &str,
-    hashes: &[Hash],
-) -> Res<Vec<(Hash, Node)>> {
-    let sql = format!(
-        "WITH RECURSIVE {INDEX_CTE} \
-         SELECT n.hash, n.l_hash, n.r_hash, n.leaf_key, n.value, n.sum \
-         FROM idx JOIN ms_smt_nodes n \
-           ON n.namespace = ?1 AND n.hash = substr(?3, idx.i * 32 + 1, 32)"
-    );
-    let mut out = Vec::with_capacity(hashes.len());
-    for chunk in hashes.chunks(super::packed::MAX_ROWS) {
-        let packed: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
-        let rows = sqlx::query(&sql)
-            .bind(ns)
-            .bind(count(chunk.len()))
-            .bind(packed)
-            .fetch_all(&mut *conn)
-            .await?;
-        out.extend(decode_rows(ns, &rows)?);
-    }
-    Ok(out)
 }
 
 /// A [`SqliteStore`] namespace bound to a caller's open transaction; see
@@ -1061,8 +937,9 @@ impl TreeStore for SqliteStore {
 
     // TreeError is what the tree's own writes return; boxing it here only.
     #[allow(clippy::result_large_err)]
-    async fn insert_exclusive<L: Layout>(
+    async fn write_locked(
         &self,
+        kind: LayoutKind,
         batch: &[(Key, Leaf)],
     ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
         let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
@@ -1080,7 +957,7 @@ impl TreeStore for SqliteStore {
                         conn: Mutex::new(&mut *tx),
                         space,
                     };
-                    Tree::<_, L>::new(locked).insert_many(batch).await?
+                    write_planned(&locked, kind, &batch).await?
                 };
                 if caller_gone.get() {
                     tx.rollback().await.map_err(store)?;

@@ -6,13 +6,14 @@
 //! reach; only what is left goes to the store, and what comes back is
 //! remembered.
 
+use crate::descent::NodeCache;
+use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::store::{NodeSource, PathStart, ReadAt, RecentNodes, TreeStore};
-use crate::tree::cache::NodeCache;
+use crate::store::{PathStart, ReadAt, RecentNodes, TreeStore};
 
 /// Fetches the nodes on the paths of `keys` (sorted in tree order), level by
 /// level: the children of every touched node at one depth come back in one

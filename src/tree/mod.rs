@@ -24,80 +24,25 @@
 //! Every one of them reads a page or a level at a time and looks each node
 //! up by the hash its parent holds, so a read never mixes two trees.
 
-mod cache;
-mod compacted;
-mod copy;
-mod diff;
-mod export;
 mod fetch;
-mod full;
-mod items;
-mod iter;
-mod plan;
-mod subtree;
-mod sync;
 mod view;
 mod walk;
 
-pub(crate) use items::{prepare, sorted_keys};
-pub(crate) use walk::sibling_sum;
-
-pub use cache::NodeCache;
-pub use copy::{CopyError, CopyReport};
-pub use diff::{Diff, DiffEntry};
-pub use export::{Chunk, ExportError, Import, ImportError, Trunk};
-pub use iter::{DEFAULT_PAGE, LeafEntry, Leaves};
-pub use plan::plan_insert_many;
-pub use subtree::Subtree;
-pub use sync::{SyncError, SyncPeer, SyncReport};
 pub use view::View;
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::audit::RowAudit;
 use crate::audit::{AuditReport, audit_nodes};
+use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
+use crate::layout::{Compacted, Full, Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::{Proof, UpdateProof};
-use crate::store::strata::RowAudit;
 use crate::store::{CommitOutcome, ReadAt, TreeStore};
-
-/// Which descent a tree runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LayoutKind {
-    /// Every branch on every path is stored (Go's `FullTree`).
-    Full,
-    /// Single-leaf subtrees are stored as one compacted leaf (Go's `CompactedTree`).
-    Compacted,
-}
-
-/// A tree layout, chosen by type: [`Full`] or [`Compacted`].
-pub trait Layout: sealed::Sealed + Send + Sync + 'static {
-    /// The layout's descent.
-    const KIND: LayoutKind;
-}
-
-/// Marker for the full layout.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Full;
-/// Marker for the compacted layout.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Compacted;
-
-impl Layout for Full {
-    const KIND: LayoutKind = LayoutKind::Full;
-}
-impl Layout for Compacted {
-    const KIND: LayoutKind = LayoutKind::Compacted;
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Full {}
-    impl Sealed for super::Compacted {}
-}
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
 ///
@@ -224,7 +169,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 
     /// One batched write; with `prove`, its update proof too.
     async fn write(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
-        let items = items::prepare(batch);
+        let items = descent::prepare(batch);
         let unproven = |old_root, new_root| ProvenWrite {
             old_root,
             new_root,
@@ -234,7 +179,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             let root = self.root().await?;
             return Ok(unproven(root, root));
         }
-        items::batch_sum(&items)?;
+        descent::batch_sum(&items)?;
         let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
         // Only a compacted delete may pull an untouched sibling up, which
         // needs the sibling itself; otherwise its hash and sum (from the
@@ -244,7 +189,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         for attempt in 0..self.max_attempts {
             if attempt >= EXCLUSIVE_AFTER
                 && !prove
-                && let Some(root) = self.store.insert_exclusive::<L>(batch).await?
+                && let Some(root) = self.store.write_locked(L::KIND, batch).await?
             {
                 return Ok(unproven(root, root));
             }
@@ -253,7 +198,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 backoff(attempt).await;
                 continue;
             };
-            let planned = plan::plan_items(L::KIND, &cache, root, &items).and_then(|update| {
+            let planned = descent::plan_items(L::KIND, &cache, root, &items).and_then(|update| {
                 let proof = prove
                     .then(|| UpdateProof::from_source(&cache, &root, batch))
                     .transpose()?;
@@ -328,7 +273,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let root = self.root_of(target).await?;
-        let sorted = items::sorted_keys(keys);
+        let sorted = descent::sorted_keys(keys);
         match fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await
         {
             Ok(cache) => Ok(Some((root, cache))),

@@ -5,15 +5,17 @@
 //! when writers remove nodes under it); [`Tree::at_pin`] reads a pinned
 //! root, which stays readable while writers move the tree on.
 
+use crate::descent::Subtree;
 use crate::error::{PlanError, TreeError};
 use crate::key::{Key, MAX_LEVEL};
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::pin::Pin;
 use crate::position::Position;
 use crate::proof::{MultiProof, Proof};
-use crate::store::{Pin, PinStore, ReadAt, TreeStore};
-use crate::tree::subtree::Subtree;
-use crate::tree::{Layout, Leaves, Target, Tree, walk};
+use crate::store::{PinStore, ReadAt, TreeStore};
+use crate::tree::{Target, Tree, walk};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -44,12 +46,6 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
 }
 
 impl<S: TreeStore, L: Layout> Tree<S, L> {
-    /// The current tree's leaves with keys in `range`, in tree order
-    /// (see [`View::leaves`]).
-    pub fn leaves(&self, range: impl std::ops::RangeBounds<Key>) -> Leaves<'_, S, L> {
-        self.view().leaves(range)
-    }
-
     /// The current tree's subtree under `prefix` (see [`View::subtree`]).
     pub async fn subtree(&self, prefix: Position) -> Res<Subtree, S> {
         self.view().subtree(prefix).await

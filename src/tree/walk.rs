@@ -1,15 +1,14 @@
 //! Read walks shared by both layouts: the leaf at a key and its proof.
 
+use crate::descent::Subtree;
+use crate::descent::{NodeSource, sibling_sum};
 use crate::empty::is_empty_hash;
 use crate::error::PlanError;
-use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
 use crate::proof::Proof;
-use crate::store::NodeSource;
-use crate::tree::subtree::Subtree;
 
 /// Walks from `root` towards `key`. Returns the leaf found (the empty leaf
 /// for an absent key) and, when `siblings` is given, fills in every sibling
@@ -69,35 +68,6 @@ pub(crate) fn walk<R: NodeSource>(
         level: MAX_LEVEL,
         found: "branch",
     })
-}
-
-/// The sum of `sibling` at `level`, whose parent has sum `parent_sum` and
-/// whose other child is `child`: read from the node when the read phase
-/// brought it, otherwise the parent's sum minus the child's (reads without
-/// siblings bring only the path).
-pub(crate) fn sibling_sum<R: NodeSource>(
-    source: &R,
-    level: usize,
-    sibling: &Hash,
-    parent_sum: u64,
-    child: &Hash,
-) -> Result<u64, PlanError> {
-    if is_empty_hash(level, sibling) {
-        return Ok(0);
-    }
-    if let Some(node) = source.node(sibling) {
-        return Ok(node.sum());
-    }
-    let missing = PlanError::MissingNode {
-        hash: *sibling,
-        level,
-    };
-    let child_sum = if is_empty_hash(level, child) {
-        0
-    } else {
-        source.node(child).ok_or(missing.clone())?.sum()
-    };
-    parent_sum.checked_sub(child_sum).ok_or(missing)
 }
 
 /// The subtree at `pos` of the tree under `root`, walking the path of

@@ -22,10 +22,11 @@ use std::convert::Infallible;
 
 use crate::error::TreeError;
 use crate::key::Key;
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::store::{BulkStore, TreeStore};
-use crate::tree::{Layout, Tree, View};
+use crate::tree::{Tree, View};
 
 /// Why a copy stopped.
 #[derive(Debug, thiserror::Error)]

@@ -23,18 +23,20 @@
 //! ```
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::descent::NodeCache;
+use crate::descent::NodeSource;
 use crate::empty::empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
-use crate::store::{BulkStore, NodeSource, TreeStore};
-use crate::tree::cache::NodeCache;
-use crate::tree::copy::staging_name;
-use crate::tree::iter::last_key_under;
-use crate::tree::{Layout, Tree, View};
+use crate::store::{BulkStore, TreeStore};
+use crate::tree::{Tree, View};
+use crate::universe::copy::staging_name;
+use crate::universe::iter::last_key_under;
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 

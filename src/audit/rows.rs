@@ -8,13 +8,13 @@
 //! missing; anything else is unreachable. Memory stays bounded whatever
 //! the tree's size.
 
-use super::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
-use crate::audit::{AuditReport, Location, PinAudit, Problem};
+use crate::audit::report::{AuditReport, Location, PinAudit, Problem};
 use crate::key::{Key, MAX_LEVEL};
+use crate::layout::LayoutKind;
 use crate::node::{ComputedNode, compacted_hash};
+use crate::pin::Pin;
 use crate::position::Position;
-use crate::store::Pin;
-use crate::tree::LayoutKind;
+use crate::strata::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
 
 /// Receives a namespace's stored rows from
 /// [`TreeStore::scan_rows`](crate::store::TreeStore::scan_rows): the
@@ -396,7 +396,7 @@ impl RowCheck<'_> {
         if l == empty && r == empty {
             self.non_canonical(pos, "a branch with two empty children");
         }
-        match super::branch(l, r) {
+        match crate::strata::branch(l, r) {
             Some((c, _)) => Some(c),
             None => {
                 self.report.found(Problem::SumOverflow {

@@ -30,10 +30,6 @@
 //! by a 4-byte length.
 #![deny(clippy::arithmetic_side_effects)]
 
-mod audit;
-
-pub use audit::{RowAudit, RowSink};
-
 use std::collections::{HashMap, HashSet};
 
 /// Hasher of the merge's maps (keys are positions and row paths, not
@@ -43,13 +39,13 @@ type Fast = foldhash::fast::RandomState;
 /// Decoded rows by key.
 pub type RowMap = HashMap<RowKey, Row, Fast>;
 
+use crate::descent::UpdateBatch;
 use crate::empty::empty_hash;
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
-use crate::store::UpdateBatch;
 
 /// Default levels per row: 16-ary rows, as in Aptos/penumbra's JMT.
 pub const DEFAULT_STRATUM_HEIGHT: u8 = 4;
@@ -188,7 +184,7 @@ pub fn path_array(key: &Key, bits: usize) -> [u8; 32] {
 
 /// The bits of a path's last byte that a `bits`-bit path uses (all of
 /// them when `bits` is a multiple of 8).
-fn last_byte_mask(bits: usize) -> u8 {
+pub(crate) fn last_byte_mask(bits: usize) -> u8 {
     match bits % 8 {
         0 => 0xff,
         rem => 0xffu8.wrapping_shl(8u32.saturating_sub(rem as u32)),
@@ -247,7 +243,7 @@ pub enum Slot {
 pub struct Row {
     depth: usize,
     height: StratumHeight,
-    slots: Vec<Option<Slot>>,
+    pub(crate) slots: Vec<Option<Slot>>,
     known: Vec<Option<ComputedNode>>,
 }
 
@@ -505,7 +501,7 @@ impl Row {
 }
 
 /// The branch over `l` and `r`, or `None` when the sum overflows.
-fn branch(l: ComputedNode, r: ComputedNode) -> Option<(ComputedNode, Node)> {
+pub(crate) fn branch(l: ComputedNode, r: ComputedNode) -> Option<(ComputedNode, Node)> {
     let sum = l.sum.checked_add(r.sum)?;
     let hash = branch_hash(&l.hash, &r.hash, sum);
     Some((
@@ -846,8 +842,9 @@ pub fn decode_rows<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::descent::{NodeCache, plan_insert_many};
     use crate::hash::sha256;
-    use crate::tree::{LayoutKind, NodeCache, plan_insert_many};
+    use crate::layout::LayoutKind;
 
     fn key(i: u32) -> Key {
         Key(sha256(&i.to_le_bytes()).0)

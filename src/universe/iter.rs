@@ -23,16 +23,18 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 
+use crate::descent::NodeCache;
+use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
-use crate::store::{NodeSource, TreeStore};
-use crate::tree::cache::NodeCache;
-use crate::tree::{Layout, View};
+use crate::store::TreeStore;
+use crate::tree::{Tree, View};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -131,6 +133,14 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             buffer: Vec::new().into_iter(),
             handed: None,
         }
+    }
+}
+
+impl<S: TreeStore, L: Layout> Tree<S, L> {
+    /// The current tree's leaves with keys in `range`, in tree order
+    /// (see [`View::leaves`]).
+    pub fn leaves(&self, range: impl std::ops::RangeBounds<Key>) -> Leaves<'_, S, L> {
+        self.view().leaves(range)
     }
 }
 

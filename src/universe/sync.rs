@@ -23,15 +23,16 @@
 
 use std::future::Future;
 
+use crate::descent::Subtree;
 use crate::error::TreeError;
 use crate::key::Key;
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::store::TreeStore;
-use crate::tree::iter::last_key_under;
-use crate::tree::subtree::Subtree;
-use crate::tree::{Layout, Tree, View};
+use crate::tree::{Tree, View};
+use crate::universe::iter::last_key_under;
 
 /// A tree a local tree can be brought level with.
 pub trait SyncPeer: Sync {

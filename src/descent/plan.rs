@@ -2,16 +2,17 @@
 //! its subtree results, and the public entry point [`plan_insert_many`].
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::descent::items::{Item, batch_sum, prepare};
+use crate::descent::{NodeSource, UpdateBatch};
+use crate::descent::{compacted, full};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::Hash;
 use crate::key::Key;
+use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
-use crate::store::{NodeSource, UpdateBatch};
-use crate::tree::items::{Item, batch_sum, prepare};
-use crate::tree::{LayoutKind, compacted, full};
 
 /// A subtree as the descent sees it after (re)building it.
 #[derive(Clone, Copy, Debug)]

@@ -7,15 +7,15 @@
 //! leaf), so a node's stored form is a function of its hash and rows can be
 //! shared safely between positions. Hashes are identical either way (spec B7).
 
+use crate::descent::NodeSource;
+use crate::descent::items::{Item, nonempty_span};
+use crate::descent::plan::{Planner, Sub};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
 use crate::key::Key;
 use crate::node::{Node, compacted_hash};
-use crate::store::NodeSource;
 use crate::sum;
-use crate::tree::items::{Item, nonempty_span};
-use crate::tree::plan::{Planner, Sub};
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it
 /// holds `items` (non-empty, sorted in tree order, sharing the key bits
@@ -231,9 +231,10 @@ pub(crate) fn build<'a, R: NodeSource>(
 
 #[cfg(test)]
 mod tests {
+    use crate::descent::{NodeCache, plan_insert_many};
     use crate::hash::sha256;
+    use crate::layout::LayoutKind;
     use crate::node::{ComputedNode, Node};
-    use crate::tree::{LayoutKind, NodeCache, plan_insert_many};
     use crate::{Key, Leaf, PlanError};
 
     /// Two keys under the root, one on each side: `a` starts with bit 0

@@ -1,15 +1,15 @@
 //! The full layout's batched descent (spec §2.2, §3.5): every non-empty
 //! branch on every path is stored, leaves sit at level 256 keyed by leaf hash.
 
+use crate::descent::NodeSource;
+use crate::descent::items::{Item, nonempty_span};
+use crate::descent::plan::{Planner, Sub};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::store::NodeSource;
 use crate::sum;
-use crate::tree::items::{Item, nonempty_span};
-use crate::tree::plan::{Planner, Sub};
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it
 /// holds `items` (non-empty, sorted, sharing the key bits above `level`).

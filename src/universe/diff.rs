@@ -15,17 +15,20 @@
 
 use std::ops::{Bound, RangeBounds};
 
+use crate::descent::NodeCache;
+use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
-use crate::store::{NodeSource, TreeStore};
-use crate::tree::cache::NodeCache;
-use crate::tree::iter::{after_start, before_end, last_key_under, owned};
-use crate::tree::{DEFAULT_PAGE, Layout, View};
+use crate::store::TreeStore;
+use crate::tree::View;
+use crate::universe::iter::DEFAULT_PAGE;
+use crate::universe::iter::{after_start, before_end, last_key_under, owned};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 

@@ -1,0 +1,20 @@
+//! The pure core: a synchronous descent that plans a whole batch against
+//! the nodes one read phase fetched ([`NodeSource`]) and returns every
+//! change as one [`UpdateBatch`]. Nothing here is async or names a store.
+
+mod batch;
+mod compacted;
+mod full;
+mod items;
+mod plan;
+mod source;
+mod subtree;
+
+pub use batch::{NetChange, UpdateBatch};
+pub use plan::plan_insert_many;
+pub use source::{NodeCache, NodeSource};
+pub use subtree::Subtree;
+
+pub(crate) use items::{batch_sum, prepare, sorted_keys};
+pub(crate) use plan::plan_items;
+pub(crate) use source::sibling_sum;

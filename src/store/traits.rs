@@ -1,0 +1,261 @@
+//! The boundary traits: what a tree needs of a store ([`TreeStore`]), and
+//! what pins ([`PinStore`]) and whole-tree moves ([`BulkStore`]) add.
+
+use std::future::Future;
+
+use crate::audit::{NodeScan, RowSink};
+use crate::descent::UpdateBatch;
+use crate::error::TreeError;
+use crate::hash::Hash;
+use crate::key::Key;
+use crate::layout::LayoutKind;
+use crate::leaf::Leaf;
+use crate::node::{ComputedNode, Node};
+use crate::pin::Pin;
+use crate::position::Position;
+use crate::store::counters::StoreStats;
+use crate::store::recent::RecentNodes;
+
+/// Where a single-key path walk starts: a stored node, its level, and the
+/// key whose bits choose the way down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathStart {
+    /// The node to start from.
+    pub hash: Hash,
+    /// Its level (0 = root).
+    pub level: usize,
+    /// The key to follow.
+    pub key: crate::key::Key,
+}
+
+/// Which tree of a namespace a read sees.
+///
+/// Hash-keyed stores (memory) keep every node a pinned root still uses, so
+/// any root's nodes are found by hash and the version does not matter to
+/// them. Position-keyed stores (SQL strata) overwrite rows in place and keep
+/// the rows a pin still needs beside them (`ms_smt_history`), each tagged
+/// with the versions it was current for; a read at a version picks, for
+/// every position, the row that was current then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadAt {
+    /// The tree as it is when the read runs.
+    #[default]
+    Current,
+    /// The tree as it was at a pinned version (see [`PinStore`]).
+    Version(u64),
+}
+
+/// What [`TreeStore::commit`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The batch was applied and the root moved to `new_root`.
+    Committed,
+    /// The stored root was no longer `old_root`: another writer got there
+    /// first. Nothing was written; the tree re-reads and retries.
+    RootMoved {
+        /// The root found in the store.
+        current: ComputedNode,
+    },
+}
+
+/// A node store holding one tree (one namespace).
+///
+/// Implementations must make [`commit`](TreeStore::commit) atomic: it either
+/// applies the whole batch and moves the root, or writes nothing.
+pub trait TreeStore: Send + Sync {
+    /// The store's own error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The current root; the empty tree's root when nothing is stored.
+    fn load_root(&self) -> impl Future<Output = Result<ComputedNode, Self::Error>> + Send;
+
+    /// The nodes stored under `hashes` (one round trip). Hashes not found
+    /// are simply absent from the result.
+    fn fetch_nodes(
+        &self,
+        hashes: &[Hash],
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
+
+    /// True when the store implements [`fetch_key_paths`](Self::fetch_key_paths).
+    fn supports_key_paths(&self) -> bool {
+        false
+    }
+
+    /// True when the store files nodes by position, not by hash (the SQL
+    /// strata layout): the tree then reads every key's path with one
+    /// [`fetch_key_paths`](Self::fetch_key_paths) call from the root (or
+    /// from where remembered nodes end) and never calls
+    /// [`fetch_nodes`](Self::fetch_nodes). Such stores return each path's
+    /// nodes with the off-path children of every branch passed.
+    fn reads_by_position(&self) -> bool {
+        false
+    }
+
+    /// Follows each start's key from its node down to where the path ends
+    /// (a leaf, a compacted leaf, or an empty child) in one round trip, and
+    /// returns every node on the way; with `siblings`, also the off-path
+    /// child of every branch passed. The walk is bounded by the tree depth.
+    /// Stores that cannot do this server-side return `Ok(None)` and the tree
+    /// reads level by level instead.
+    ///
+    /// `at` names the tree: hash-keyed stores may ignore it (the start
+    /// hashes already pin the tree down); position-keyed stores read the
+    /// rows that were current at that version.
+    fn fetch_key_paths(
+        &self,
+        at: ReadAt,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
+        let _ = (at, starts, siblings);
+        async { Ok(None) }
+    }
+
+    /// At least the node at each of `nodes` (a position with the hash the
+    /// caller expects there), in one round trip, for walks that expand a
+    /// tree a few nodes at a time (diff, sync, subtree reads). Stores may
+    /// return more: the SQL stores return the whole row holding each
+    /// position (up to a row's height of levels below it). The caller looks
+    /// nodes up by hash, so a node that changed is simply not found.
+    ///
+    /// The default reads by hash ([`fetch_nodes`](Self::fetch_nodes)),
+    /// which is right for any store that keeps the nodes of the tree `at`
+    /// names.
+    fn fetch_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send {
+        let _ = at;
+        let hashes: Vec<Hash> = nodes.iter().map(|(_, h)| *h).collect();
+        async move { self.fetch_nodes(&hashes).await }
+    }
+
+    /// The nodes a left-to-right walk of the subtree at `from` needs next,
+    /// for ordered scans (iteration, export): every node on the path of
+    /// `probe` (a key under `from`) from `from` down, and then up to about
+    /// `limit` rows' worth of the nodes to the right of that path, in tree
+    /// order, up to the key `until` (exclusive; `None`: the end of the
+    /// tree). One round trip.
+    ///
+    /// Stores that cannot scan in key order return `Ok(None)` (the
+    /// default), and the walk reads the nodes it needs by hash instead.
+    fn fetch_in_order(
+        &self,
+        at: ReadAt,
+        from: Position,
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
+        let _ = (at, from, probe, until, limit);
+        async { Ok(None) }
+    }
+
+    /// Nodes this handle keeps in process memory (see [`RecentNodes`]). The
+    /// read phase looks there before asking the store, and walks a key's
+    /// path through them as far as they reach. `None` (the default) when
+    /// every read goes to the store.
+    fn recent_nodes(&self) -> Option<&RecentNodes> {
+        None
+    }
+
+    /// Applies `batch` atomically if the stored root still equals
+    /// `batch.old_root`.
+    fn commit(
+        &self,
+        batch: &UpdateBatch,
+    ) -> impl Future<Output = Result<CommitOutcome, Self::Error>> + Send;
+
+    /// Removes every node and the root of this namespace only.
+    fn delete_all(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Operation counters (round trips, statements, nodes read and written).
+    fn stats(&self) -> StoreStats;
+
+    /// Runs a whole write of `batch` (read phase and commit) while holding
+    /// the namespace's write lock, and returns the new root. The tree
+    /// falls back to this when a write keeps losing optimistic races: a
+    /// large batch reads longer than small writers take to commit, so
+    /// without the lock it can lose every time. Stores without such a lock
+    /// return `Ok(None)` and the tree keeps retrying optimistically.
+    fn write_locked(
+        &self,
+        kind: LayoutKind,
+        batch: &[(Key, Leaf)],
+    ) -> impl Future<Output = Result<Option<ComputedNode>, TreeError<Self::Error>>> + Send {
+        let _ = (kind, batch);
+        async { Ok(None) }
+    }
+
+    /// Hands `sink` the namespace's root record and then every stored row
+    /// in key order; then, for each pin, [`RowSink::pinned`] and the rows a
+    /// read at its version sees, in key order. All from one consistent
+    /// snapshot (for [`Tree::audit`](crate::Tree::audit)). Stores that keep
+    /// no strata rows return `Ok(false)` without calling `sink`.
+    fn scan_rows(
+        &self,
+        sink: &mut dyn RowSink,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        let _ = sink;
+        async { Ok(false) }
+    }
+
+    /// The root record and every stored node with its reference count, from
+    /// one consistent snapshot (for [`Tree::audit`](crate::Tree::audit)).
+    /// `None` from stores that do not keep nodes by hash.
+    fn scan_nodes(&self) -> impl Future<Output = Result<Option<NodeScan>, Self::Error>> + Send {
+        async { Ok(None) }
+    }
+}
+
+/// A store that can keep roots readable under names ([`Pin`]s) while
+/// writers move the tree on. Reads of a pinned root go through
+/// [`ReadAt::Version`].
+pub trait PinStore: TreeStore {
+    /// Pins the current root of the namespace under `name` (replacing a
+    /// pin of that name) and returns the pin.
+    fn pin(&self, name: &str) -> impl Future<Output = Result<Pin, Self::Error>> + Send;
+
+    /// Removes the pin `name` and frees what only it kept; false when no
+    /// such pin existed.
+    fn unpin(&self, name: &str) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// The pin `name`, if any.
+    fn pinned(&self, name: &str) -> impl Future<Output = Result<Option<Pin>, Self::Error>> + Send;
+
+    /// Every pin of the namespace, oldest version first.
+    fn pins(&self) -> impl Future<Output = Result<Vec<Pin>, Self::Error>> + Send;
+}
+
+/// Whole-tree moves that a store can do without handing every leaf
+/// through the tree: copies inside one database, and the atomic swap that
+/// makes an imported tree visible.
+pub trait BulkStore: TreeStore + Sized {
+    /// The namespace this handle is bound to.
+    fn name(&self) -> &str;
+
+    /// A handle on another namespace of the same database.
+    fn open_namespace(&self, name: &str) -> Result<Self, Self::Error>;
+
+    /// Copies the tree `at` of this namespace into `target`, which must be
+    /// empty, without reading it into the process (one statement on SQL
+    /// stores). `Ok(None)` when that is not possible (another database, or
+    /// `target` is not empty) and the caller should copy leaf by leaf.
+    fn copy_into(
+        &self,
+        at: ReadAt,
+        target: &Self,
+    ) -> impl Future<Output = Result<Option<ComputedNode>, Self::Error>> + Send;
+
+    /// Makes the tree of `staging` (another namespace of this database)
+    /// this namespace's tree in one atomic step, if this namespace is empty
+    /// and has no pins and `staging`'s root is `expected`; `staging` is
+    /// gone afterwards. Returns false, changing nothing, when a condition
+    /// does not hold.
+    fn take_tree_of(
+        &self,
+        staging: &Self,
+        expected: &ComputedNode,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+}

@@ -1,0 +1,16 @@
+//! What universe servers need beyond insert and prove, built on
+//! [`Tree`](crate::Tree) and [`View`](crate::View): ordered iteration
+//! (`iter`), diff (`diff`), sync from a peer (`sync`), copy and filtered
+//! copy (`copy`), and verifiable export and import (`export`).
+
+mod copy;
+mod diff;
+mod export;
+mod iter;
+mod sync;
+
+pub use copy::{CopyError, CopyReport};
+pub use diff::{Diff, DiffEntry};
+pub use export::{Chunk, ExportError, Import, ImportError, Trunk};
+pub use iter::{DEFAULT_PAGE, LeafEntry, Leaves};
+pub use sync::{SyncError, SyncPeer, SyncReport};

@@ -1,0 +1,511 @@
+//! The versioned schema runner (`SqliteStore::migrate`,
+//! `PostgresStore::migrate`) on both engines:
+//!
+//! * `fresh`: a new database gets every version of the ledger and the
+//!   store's tables; opening it again changes nothing.
+//! * `earlier_schemas_upgrade`: a database at each earlier schema version
+//!   of this release line (made by turning a current database back, with
+//!   trees in it) opens with this version: the ledger completes, every
+//!   strata and namespace row is untouched, every tree reads, proves,
+//!   writes and pins as before.
+//! * `newer_schema_is_refused`: a ledger entry newer than this crate knows
+//!   fails the open with `SqlStoreError::SchemaTooNew`, nothing written.
+//!
+//! Postgres tests read `MSSMT_PG_URL` (set by `scripts/with-postgres.sh`)
+//! and run each in a fresh schema, dropped at the end.
+#![cfg(all(feature = "sqlite", feature = "postgres"))]
+
+mod support;
+
+use std::str::FromStr;
+
+use ms_smt::store::{PinStore, PostgresStore, SqlStoreError, SqliteStore, TreeStore};
+use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+use support::model::{self, Model};
+use support::{TempDb, hkey, pg_url, unique};
+
+/// Every strata row (ns, path, depth, body) and namespace row (id, name,
+/// height, root hash, root sum), in key order, for byte-for-byte checks.
+type Dump = (
+    Vec<(i64, Vec<u8>, i64, Vec<u8>)>,
+    Vec<(i64, String, i64, Option<Vec<u8>>, Option<i64>)>,
+);
+
+const DUMP_STRATA: &str =
+    "SELECT ns, path, depth, body FROM ms_smt_strata ORDER BY ns, path, depth";
+const DUMP_NAMESPACES: &str =
+    "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id";
+
+/// The store's tables once every version has run.
+const TABLES: [&str; 5] = [
+    "ms_smt_history",
+    "ms_smt_migrations",
+    "ms_smt_namespaces",
+    "ms_smt_pins",
+    "ms_smt_strata",
+];
+
+/// An earlier schema: its name, the SQL that turns a current database
+/// back into it, and the ledger it has.
+type Earlier = (&'static str, &'static str, &'static [i64]);
+
+/// One engine's database for a scenario, and raw SQL on it.
+trait Db {
+    type Store: TreeStore<Error = SqlStoreError> + PinStore + Clone + std::fmt::Debug + 'static;
+    /// The ledger once every version has run.
+    const VERSIONS: &'static [i64];
+    /// The earlier schemas of this release line.
+    const EARLIER: &'static [Earlier];
+    /// Opens the database through the store (the runner runs).
+    async fn open(&self) -> Result<Self::Store, SqlStoreError>;
+    /// Another namespace of the store's database.
+    fn namespace(store: &Self::Store, name: &str) -> Self::Store;
+    /// Closes what `open` opened.
+    async fn close(&self, store: Self::Store);
+    /// Runs `sql` (several statements) outside the store.
+    async fn exec(&self, sql: &str);
+    /// The ledger's versions, ascending.
+    async fn versions(&self) -> Vec<i64>;
+    /// The `ms_smt_*` tables, by name.
+    async fn tables(&self) -> Vec<String>;
+    async fn dump(&self) -> Dump;
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------
+
+/// A tree of random leaves in namespace `name`, with deletes and
+/// replacements, and its model.
+async fn build<D: Db, L: Layout>(store: &D::Store, name: &str, seed: u64) -> Model {
+    let tree: Tree<D::Store, L> = Tree::new(D::namespace(store, name));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut m = Model::new();
+    for round in 0..4u64 {
+        let batch: Vec<(Key, Leaf)> = (0..80u64)
+            .map(|i| {
+                let key = hkey(name, rng.gen_range(0..200));
+                let leaf = if round > 0 && i % 7 == 0 {
+                    Leaf::empty()
+                } else {
+                    // One sum >= 2^63: stored bit-cast to a negative i64.
+                    let sum = if round == 0 && i == 1 {
+                        1 << 63
+                    } else {
+                        rng.gen_range(1..1000)
+                    };
+                    Leaf::new(format!("{name}/{round}/{i}").into_bytes(), sum)
+                };
+                (key, leaf)
+            })
+            .collect();
+        tree.insert_many(batch.clone()).await.expect("build");
+        model::apply(&mut m, &batch);
+    }
+    m
+}
+
+/// The tree in `name` holds exactly `m`: root, leaves, proofs, audit.
+async fn check<D: Db, L: Layout>(store: &D::Store, name: &str, m: &Model) {
+    let tree: Tree<D::Store, L> = Tree::new(D::namespace(store, name));
+    let root = tree.root().await.expect("root");
+    assert_eq!(
+        root,
+        model::root(m).unwrap_or_else(ComputedNode::empty_root),
+        "{name}: root"
+    );
+    let keys: Vec<Key> = (0..200u64).map(|i| hkey(name, i)).collect();
+    let leaves = tree.get_many(&keys).await.expect("get_many");
+    let proofs = tree.merkle_proofs(&keys).await.expect("merkle_proofs");
+    for ((key, leaf), proof) in keys.iter().zip(&leaves).zip(&proofs) {
+        assert_eq!(*leaf, model::get(m, key), "{name}: leaf {key:?}");
+        assert!(proof.verify(key, leaf, &root), "{name}: proof of {key:?}");
+    }
+    assert!(
+        tree.audit().await.expect("audit").is_clean(),
+        "{name}: audit"
+    );
+}
+
+async fn fresh<D: Db>(db: &D) {
+    let store = db.open().await.expect("open a new database");
+    db.close(store).await;
+    assert_eq!(db.versions().await, D::VERSIONS, "ledger");
+    assert_eq!(db.tables().await, TABLES, "tables");
+    let before = db.dump().await;
+    let store = db.open().await.expect("open again");
+    db.close(store).await;
+    assert_eq!(
+        db.versions().await,
+        D::VERSIONS,
+        "ledger after a second open"
+    );
+    assert_eq!(db.dump().await, before, "a second open changed rows");
+}
+
+async fn earlier_schemas_upgrade<D: Db>(mut make: impl FnMut(&str) -> Option<D>) {
+    for (i, (what, back, ledger)) in D::EARLIER.iter().enumerate() {
+        let Some(db) = make(what) else { return };
+        let store = db.open().await.expect("open");
+        let seed = 0x5eed_u64 + i as u64;
+        let compacted = build::<D, Compacted>(&store, "compacted", seed).await;
+        let full = build::<D, Full>(&store, "full", seed + 1).await;
+        db.close(store).await;
+        db.exec(back).await;
+        assert_eq!(db.versions().await, *ledger, "{what}: ledger before");
+        let before = db.dump().await;
+
+        let store = db.open().await.expect("open an earlier schema");
+        assert_eq!(db.versions().await, D::VERSIONS, "{what}: ledger after");
+        assert_eq!(db.tables().await, TABLES, "{what}: tables");
+        assert_eq!(
+            db.dump().await,
+            before,
+            "{what}: rows changed by the upgrade"
+        );
+        check::<D, Compacted>(&store, "compacted", &compacted).await;
+        check::<D, Full>(&store, "full", &full).await;
+        // Writes and pins work on the upgraded trees.
+        let tree: Tree<D::Store, Compacted> = Tree::new(D::namespace(&store, "compacted"));
+        let pinned_root = tree.root().await.expect("root");
+        tree.pin("upgraded").await.expect("pin");
+        let mut m = compacted.clone();
+        let batch = vec![
+            (hkey("compacted", 1), Leaf::new(b"after".to_vec(), 5)),
+            (hkey("compacted", 2), Leaf::empty()),
+        ];
+        tree.insert_many(batch.clone())
+            .await
+            .expect("write after upgrade");
+        model::apply(&mut m, &batch);
+        check::<D, Compacted>(&store, "compacted", &m).await;
+        let view = tree.at_pin("upgraded").await.expect("at_pin");
+        assert_eq!(
+            view.root().await.expect("pinned root"),
+            pinned_root,
+            "{what}: pin"
+        );
+        assert!(tree.unpin("upgraded").await.expect("unpin"));
+        db.close(store).await;
+    }
+}
+
+async fn newer_schema_is_refused<D: Db>(db: &D) {
+    let store = db.open().await.expect("open");
+    build::<D, Compacted>(&store, "compacted", 7).await;
+    db.close(store).await;
+    let newest = *D::VERSIONS.last().expect("versions");
+    db.exec("INSERT INTO ms_smt_migrations (version, description) VALUES (99, 'from the future')")
+        .await;
+    let before = db.dump().await;
+    match db.open().await {
+        Err(SqlStoreError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (99, newest));
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+    assert_eq!(db.dump().await, before, "a refused open wrote rows");
+}
+
+// ---------------------------------------------------------------------------
+// SQLite
+// ---------------------------------------------------------------------------
+
+struct SqliteFile(TempDb);
+
+impl SqliteFile {
+    fn new(tag: &str) -> Option<Self> {
+        Some(SqliteFile(TempDb::new(&format!("schema-{tag}"))))
+    }
+
+    async fn raw(&self) -> SqlitePool {
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(SqliteConnectOptions::new().filename(&self.0.path))
+            .await
+            .expect("raw sqlite pool")
+    }
+}
+
+impl Db for SqliteFile {
+    type Store = SqliteStore;
+    const VERSIONS: &'static [i64] = &[2, 4, 5];
+    const EARLIER: &'static [Earlier] = &[
+        (
+            "schema 4 (no versions or pins)",
+            "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+             ALTER TABLE ms_smt_strata DROP COLUMN version; \
+             DELETE FROM ms_smt_migrations WHERE version = 5;",
+            &[2, 4],
+        ),
+        (
+            "schema 2 (WITHOUT ROWID strata)",
+            "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+             CREATE TABLE ms_smt_strata_v2 (ns INTEGER NOT NULL, path BLOB NOT NULL, \
+                 depth INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (ns, path, depth)) \
+                 WITHOUT ROWID; \
+             INSERT INTO ms_smt_strata_v2 SELECT ns, path, depth, body FROM ms_smt_strata; \
+             DROP TABLE ms_smt_strata; \
+             ALTER TABLE ms_smt_strata_v2 RENAME TO ms_smt_strata; \
+             DELETE FROM ms_smt_migrations WHERE version IN (4, 5);",
+            &[2],
+        ),
+    ];
+
+    async fn open(&self) -> Result<SqliteStore, SqlStoreError> {
+        let options =
+            SqliteStore::connect_options(&self.0.path).synchronous(SqliteSynchronous::Normal);
+        SqliteStore::open_with(options).await
+    }
+
+    fn namespace(store: &SqliteStore, name: &str) -> SqliteStore {
+        store.namespace(name)
+    }
+
+    async fn close(&self, store: SqliteStore) {
+        store.pool().close().await;
+    }
+
+    async fn exec(&self, sql: &str) {
+        let pool = self.raw().await;
+        sqlx::raw_sql(sql).execute(&pool).await.expect("exec");
+        pool.close().await;
+    }
+
+    async fn versions(&self) -> Vec<i64> {
+        let pool = self.raw().await;
+        let v = sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .expect("versions");
+        pool.close().await;
+        v
+    }
+
+    async fn tables(&self) -> Vec<String> {
+        let pool = self.raw().await;
+        let t = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ms_smt_%' \
+             ORDER BY name",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("tables");
+        pool.close().await;
+        t
+    }
+
+    async fn dump(&self) -> Dump {
+        let pool = self.raw().await;
+        let strata = sqlx::query_as(DUMP_STRATA)
+            .fetch_all(&pool)
+            .await
+            .expect("strata");
+        let ns = sqlx::query_as(DUMP_NAMESPACES)
+            .fetch_all(&pool)
+            .await
+            .expect("namespaces");
+        pool.close().await;
+        (strata, ns)
+    }
+}
+
+mod sqlite {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn fresh() {
+        super::fresh(&SqliteFile::new("fresh").expect("file")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn earlier_schemas_upgrade() {
+        super::earlier_schemas_upgrade(SqliteFile::new).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn newer_schema_is_refused() {
+        super::newer_schema_is_refused(&SqliteFile::new("newer").expect("file")).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Postgres: each scenario in a fresh schema of the test database
+// ---------------------------------------------------------------------------
+
+struct PgSchema {
+    url: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn new(test: &str) -> Option<Self> {
+        let url = pg_url(test)?;
+        let schema = support::sanitize(&format!("ms_smt_{}", unique("schema")));
+        Some(PgSchema { url, schema })
+    }
+
+    /// A pool whose sessions see this schema only (created on first use).
+    async fn pool(&self) -> PgPool {
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(&format!("CREATE SCHEMA IF NOT EXISTS \"{}\"", self.schema))
+            .execute(&admin)
+            .await
+            .expect("create schema");
+        admin.close().await;
+        let options = PgConnectOptions::from_str(&self.url)
+            .expect("MSSMT_PG_URL")
+            .options([("search_path", self.schema.as_str())]);
+        PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .expect("schema pool")
+    }
+
+    async fn drop_schema(self) {
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            self.schema
+        ))
+        .execute(&admin)
+        .await
+        .expect("drop schema");
+        admin.close().await;
+    }
+}
+
+impl Db for PgSchema {
+    type Store = PostgresStore;
+    const VERSIONS: &'static [i64] = &[2, 4];
+    const EARLIER: &'static [Earlier] = &[(
+        "schema 2 (no versions or pins)",
+        "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+         ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
+         ALTER TABLE ms_smt_strata DROP COLUMN version; \
+         DELETE FROM ms_smt_migrations WHERE version = 4;",
+        &[2],
+    )];
+
+    async fn open(&self) -> Result<PostgresStore, SqlStoreError> {
+        let store = PostgresStore::from_pool(self.pool().await, "default");
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    fn namespace(store: &PostgresStore, name: &str) -> PostgresStore {
+        store.namespace(name)
+    }
+
+    async fn close(&self, store: PostgresStore) {
+        store.pool().close().await;
+    }
+
+    async fn exec(&self, sql: &str) {
+        let pool = self.pool().await;
+        sqlx::raw_sql(sql).execute(&pool).await.expect("exec");
+        pool.close().await;
+    }
+
+    async fn versions(&self) -> Vec<i64> {
+        let pool = self.pool().await;
+        let v = sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .expect("versions");
+        pool.close().await;
+        v
+    }
+
+    async fn tables(&self) -> Vec<String> {
+        let pool = self.pool().await;
+        let t = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name LIKE 'ms_smt_%' \
+             ORDER BY table_name",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("tables");
+        pool.close().await;
+        t
+    }
+
+    async fn dump(&self) -> Dump {
+        let pool = self.pool().await;
+        let strata: Vec<(i64, Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(DUMP_STRATA)
+            .fetch_all(&pool)
+            .await
+            .expect("strata");
+        let ns: Vec<(i64, String, i32, Option<Vec<u8>>, Option<i64>)> =
+            sqlx::query_as(DUMP_NAMESPACES)
+                .fetch_all(&pool)
+                .await
+                .expect("namespaces");
+        pool.close().await;
+        (
+            strata
+                .into_iter()
+                .map(|(n, p, d, b)| (n, p, i64::from(d), b))
+                .collect(),
+            ns.into_iter()
+                .map(|(id, name, h, rh, rs)| (id, name, i64::from(h), rh, rs))
+                .collect(),
+        )
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn fresh() {
+        let Some(pg) = PgSchema::new("schema::postgres::fresh") else {
+            return;
+        };
+        super::fresh(&pg).await;
+        pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn earlier_schemas_upgrade() {
+        let mut made = Vec::new();
+        super::earlier_schemas_upgrade(|what| {
+            let pg = PgSchema::new("schema::postgres::earlier_schemas_upgrade")?;
+            made.push(pg.schema.clone());
+            let _ = what;
+            Some(pg)
+        })
+        .await;
+        for schema in made {
+            if let Some(url) = pg_url("schema::postgres::earlier_schemas_upgrade") {
+                PgSchema { url, schema }.drop_schema().await;
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn newer_schema_is_refused() {
+        let Some(pg) = PgSchema::new("schema::postgres::newer_schema_is_refused") else {
+            return;
+        };
+        super::newer_schema_is_refused(&pg).await;
+        pg.drop_schema().await;
+    }
+}
