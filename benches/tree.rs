@@ -20,8 +20,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
-use ms_smt::hash::{Hash, branch_hash, hash_calls, sha256};
+use ms_smt::Hash;
 use ms_smt::store::{MemoryStore, TreeStore};
+use ms_smt::test_utils::{branch_hash, hash_calls, sha256};
 use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use ms_smt::descent::NodeCache;
-use ms_smt::proof::MultiProof;
+use ms_smt::MultiProof;
+use ms_smt::NodeCache;
 use ms_smt::store::MemoryStore;
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Proof};
 use rand::rngs::StdRng;

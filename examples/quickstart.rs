@@ -11,17 +11,17 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ms_smt::hash::sha256;
 use ms_smt::store::{SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf};
+use sha2::{Digest, Sha256};
 
 const LEAVES: u64 = 10_000;
 const DB: &str = "quickstart.db";
 
 /// Leaf `i`: key = SHA-256 of `i`, a 32-byte value, sum `i + 1`.
 fn leaf(i: u64) -> (Key, Leaf) {
-    let key = Key(sha256(&i.to_be_bytes()).0);
-    let value = sha256(format!("asset #{i}").as_bytes()).0.to_vec();
+    let key = Key(Sha256::digest(i.to_be_bytes()).into());
+    let value = Sha256::digest(format!("asset #{i}")).to_vec();
     (key, Leaf::new(value, i + 1))
 }
 

@@ -8,7 +8,6 @@
 use std::cell::Cell;
 use std::fmt;
 
-use sha2::digest::generic_array::GenericArray;
 use sha2::{Digest, Sha256};
 
 /// A 32-byte SHA-256 node hash.
@@ -81,13 +80,7 @@ pub fn branch_hash(left: &Hash, right: &Hash, sum: u64) -> Hash {
     second[8] = 0x80;
     second[56..].copy_from_slice(&576u64.to_be_bytes());
     let mut state = SHA256_IV;
-    sha2::compress256(
-        &mut state,
-        &[
-            *GenericArray::from_slice(&first),
-            *GenericArray::from_slice(&second),
-        ],
-    );
+    sha2::block_api::compress256(&mut state, &[first, second]);
     let mut out = [0u8; 32];
     for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
         chunk.copy_from_slice(&word.to_be_bytes());

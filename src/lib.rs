@@ -36,37 +36,46 @@
 #![warn(missing_docs)]
 
 pub mod audit;
-pub mod descent;
-pub mod empty;
-pub mod error;
+mod descent;
+mod empty;
+mod error;
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
 pub mod failpoint;
-pub mod hash;
-pub mod key;
-pub mod layout;
-pub mod leaf;
-pub mod node;
-pub mod pin;
-pub mod position;
+#[cfg(not(feature = "failpoints"))]
+mod failpoint;
+mod hash;
+mod key;
+mod layout;
+mod leaf;
+mod node;
+mod pin;
+mod position;
 pub mod proof;
 pub mod store;
-pub mod strata;
+mod strata;
 mod sum;
-pub mod tree;
-pub mod universe;
+#[cfg(feature = "test-utils")]
+#[doc(hidden)]
+pub mod test_utils;
+mod tree;
+mod universe;
 
-pub use audit::{AuditReport, Problem};
-pub use descent::Subtree;
+pub use audit::report::{AuditReport, Problem};
+pub use descent::{NodeCache, NodeSource, Subtree, plan_insert_many};
 pub use error::{PlanError, SumOverflow, TreeError};
 pub use hash::Hash;
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node};
-pub use pin::Pin;
 pub use position::Position;
-pub use proof::{
-    CompressedProof, DecodeError, MultiProof, Proof, UpdateProof, verify_merkle_proof,
+pub use proof::compressed::CompressedProof;
+pub use proof::multi::MultiProof;
+pub use proof::single::{Proof, verify_merkle_proof};
+pub use proof::update::UpdateProof;
+pub use tree::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree, View};
+pub use universe::{
+    Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError, Import, ImportError,
+    LeafEntry, Leaves, SyncError, SyncPeer, SyncReport, Trunk,
 };
-pub use store::ReadAt;
-pub use tree::{CompactedTree, FullTree, ProvenWrite, Tree, View};
-pub use universe::{Chunk, CopyReport, DiffEntry, Import, LeafEntry, SyncPeer, SyncReport, Trunk};

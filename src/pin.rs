@@ -11,7 +11,7 @@ pub struct Pin {
     /// The root it holds.
     pub root: ComputedNode,
     /// The namespace's version when it was pinned: the number of commits
-    /// the namespace had taken then. Reads at [`ReadAt::Version`] of it see
+    /// the namespace had taken then. Reads at [`ReadAt::Version`](crate::store::ReadAt::Version) of it see
     /// `root`.
     pub version: u64,
 }

@@ -606,7 +606,9 @@ pub enum RowChange {
 ///
 /// Every delete must name the node stored at its position, and every
 /// inserted node must come out of the merged rows with the hash the batch
-/// gives it; otherwise nothing is returned but the error.
+/// gives it; otherwise nothing is returned but the error. (The stores use
+/// [`apply_keeping_rows`]; this form is for the unit tests.)
+#[cfg(test)]
 pub fn apply(
     batch: &UpdateBatch,
     height: StratumHeight,
@@ -827,7 +829,8 @@ fn child_ref(
 }
 
 /// Nodes of a tree given as rows, keyed by hash (for reading a tree back
-/// from rows in tests and migrations).
+/// from rows in the unit tests).
+#[cfg(test)]
 pub fn decode_rows<'a>(
     height: StratumHeight,
     rows: impl IntoIterator<Item = (usize, &'a [u8])>,

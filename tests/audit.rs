@@ -24,8 +24,9 @@ mod support;
 use std::collections::{BTreeMap, HashMap};
 
 use ms_smt::audit::{NodeScan, audit_nodes};
+use ms_smt::store::Pin;
 use ms_smt::store::{MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Pin, Tree, TreeError};
+use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Tree, TreeError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sqlx::Connection;
@@ -870,7 +871,7 @@ async fn corruptions_memory() {
                 }
                 1 => bad.nodes[i].2 += 1,
                 2 => bad.nodes.push((
-                    ms_smt::hash::sha256(&[round as u8, 1]),
+                    ms_smt::test_utils::sha256(&[round as u8, 1]),
                     Node::Leaf(Leaf::new(b"orphan".to_vec(), 1)),
                     1,
                 )),

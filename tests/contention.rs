@@ -400,7 +400,7 @@ async fn check_final<S: TreeStore>(
          conflicts {total} (per writer {conflicts:?}; at most {most} for one batch, after {} \
          a write takes the namespace lock); seed {seed}; {:.1} s",
         reports.len(),
-        ms_smt::tree::EXCLUSIVE_AFTER,
+        ms_smt::test_utils::EXCLUSIVE_AFTER,
         started.elapsed().as_secs_f64()
     );
     assert!(
@@ -410,7 +410,7 @@ async fn check_final<S: TreeStore>(
     // A write that lost EXCLUSIVE_AFTER races takes the lock and cannot
     // lose again: no batch starves behind faster writers.
     assert!(
-        most <= u64::from(ms_smt::tree::EXCLUSIVE_AFTER),
+        most <= u64::from(ms_smt::test_utils::EXCLUSIVE_AFTER),
         "{test}: a batch lost {most} races; the lock fallback did not hold"
     );
 }

@@ -21,11 +21,12 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use ms_smt::descent::{NodeCache, NodeSource};
-use ms_smt::empty::empty_hash;
-use ms_smt::proof::{MultiDecodeError, MultiProof, MultiProofError, UpdateProof, UpdateProofError};
+use ms_smt::proof::{MultiDecodeError, MultiProofError, UpdateProofError};
 use ms_smt::store::MemoryStore;
+use ms_smt::test_utils::empty_hash;
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Node, Tree};
+use ms_smt::{MultiProof, UpdateProof};
+use ms_smt::{NodeCache, NodeSource};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

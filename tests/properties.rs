@@ -19,14 +19,16 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::RangeInclusive;
 
-use ms_smt::empty::empty_hash;
-use ms_smt::hash::{Hash, branch_hash};
-use ms_smt::node::Node;
+use ms_smt::Hash;
+use ms_smt::Node;
+use ms_smt::proof::DecodeError;
 use ms_smt::proof::WrongLength;
 use ms_smt::store::{MemoryError, MemoryStore};
+use ms_smt::test_utils::branch_hash;
+use ms_smt::test_utils::empty_hash;
 use ms_smt::{
-    Compacted, CompressedProof, ComputedNode, DecodeError, Full, Key, Layout, Leaf, Proof, Tree,
-    TreeError, verify_merkle_proof,
+    Compacted, CompressedProof, ComputedNode, Full, Key, Layout, Leaf, Proof, Tree, TreeError,
+    verify_merkle_proof,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;

@@ -37,14 +37,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ms_smt::descent::UpdateBatch;
-use ms_smt::empty::empty_hash;
-use ms_smt::hash::{Hash, branch_hash, sha256};
-use ms_smt::node::Node;
+use ms_smt::Hash;
+use ms_smt::Node;
+use ms_smt::store::UpdateBatch;
 use ms_smt::store::{
     CommitOutcome, MemoryStore, PathStart, PostgresStore, ReadAt, RecentNodes, SqliteStore,
     StoreStats, TreeStore,
 };
+use ms_smt::test_utils::empty_hash;
+use ms_smt::test_utils::{branch_hash, sha256};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Position, Proof, Tree};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -221,9 +222,12 @@ fn body_sums(rows: &[StrataRowDump], height: u8) -> Vec<i64> {
     let height = ms_smt::store::StratumHeight::new(height).expect("height");
     rows.iter()
         .flat_map(|(_, depth, body)| {
-            let mut row =
-                ms_smt::strata::Row::decode(usize::try_from(*depth).expect("depth"), height, body)
-                    .expect("row decodes");
+            let mut row = ms_smt::test_utils::Row::decode(
+                usize::try_from(*depth).expect("depth"),
+                height,
+                body,
+            )
+            .expect("row decodes");
             row.nodes().expect("row nodes").1
         })
         .map(|(_, node)| i64::from_ne_bytes(node.sum().to_ne_bytes()))

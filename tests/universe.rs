@@ -35,7 +35,7 @@ use std::ops::Bound;
 use std::time::Instant;
 
 use ms_smt::store::{BulkStore, MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::universe::{Chunk, ImportError, SyncError, SyncPeer, Trunk};
+use ms_smt::{Chunk, ImportError, SyncError, SyncPeer, Trunk};
 use ms_smt::{
     Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, MultiProof, Position, Subtree,
     Tree,
@@ -934,7 +934,7 @@ async fn copies<S: UStore>(store: S) {
                 (Ok(report), Some(want)) => {
                     prop_assert_eq!(report.root, want, "{}: merge", S::KIND)
                 }
-                (Err(ms_smt::universe::CopyError::Target(e)), None) if e.is_overflow() => {}
+                (Err(ms_smt::CopyError::Target(e)), None) if e.is_overflow() => {}
                 (got, want) => {
                     prop_assert!(false, "{}: merge gave {:?}, model {:?}", S::KIND, got, want)
                 }
@@ -1097,9 +1097,8 @@ async fn big_import<S: UStore>(store: S) {
             let leaf = &mut bad.leaves[3].1;
             *leaf = Leaf::new(b"forged".to_vec(), leaf.sum());
             match import.add(&bad).await {
-                Err(ImportError::Refused(ms_smt::universe::ExportError::ChunkMismatch {
-                    position,
-                    ..
+                Err(ImportError::Refused(ms_smt::ExportError::ChunkMismatch {
+                    position, ..
                 })) => {
                     assert_eq!(position, chunk.position)
                 }

@@ -29,7 +29,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use ms_smt::{CompressedProof, ComputedNode, DecodeError, Hash, Key, Leaf, Proof};
+use ms_smt::proof::DecodeError;
+use ms_smt::{CompressedProof, ComputedNode, Hash, Key, Leaf, Proof};
 use sha2::{Digest, Sha256};
 
 /// Levels below the root.

@@ -1,6 +1,6 @@
 //! Integrity audits: walk a namespace from its stored root, recompute every
 //! hash and sum, check the layout's canonical shape, and report what is
-//! wrong as typed [`Problem`]s.
+//! wrong as typed [`Problem`](crate::Problem)s.
 //!
 //! ```text
 //!   Tree::audit ── store.audit_rows (SQL: every row in key order, then
@@ -17,10 +17,10 @@
 //! reached from it, and the shape is the one the layout writes; and the
 //! same of every pinned root and the nodes a read at its version sees.
 
-mod nodes;
-mod report;
-mod rows;
+pub(crate) mod nodes;
+pub(crate) mod report;
+pub(crate) mod rows;
 
 pub use nodes::{NodeScan, audit_nodes};
-pub use report::{AuditReport, Location, MAX_REPORTED_PROBLEMS, PinAudit, Problem};
+pub use report::{Location, MAX_REPORTED_PROBLEMS, PinAudit};
 pub use rows::{RowAudit, RowSink};

@@ -7,7 +7,7 @@ use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 
 /// Everything one write changes, produced by the read phase and applied by
-/// [`TreeStore::commit`](super::TreeStore::commit) in one atomic step.
+/// [`TreeStore::commit`](crate::store::TreeStore::commit) in one atomic step.
 ///
 /// Every change names its [`Position`] and the node's hash: position-keyed
 /// stores (SQL strata) replace what sits at each position; hash-keyed

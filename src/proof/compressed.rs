@@ -1,11 +1,12 @@
 //! Compressed proofs and their wire format (spec §4.3-4.5).
 #![allow(clippy::arithmetic_side_effects)] // byte offsets only; no sums here
 
-use super::{DecodeError, Proof, empty_sibling};
 use crate::empty::empty_hash;
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;
 use crate::node::ComputedNode;
+use crate::proof::decode_error::DecodeError;
+use crate::proof::single::{Proof, empty_sibling, level_of};
 
 /// Size of the bitmap: one bit per sibling.
 const BITMAP_LEN: usize = MAX_LEVEL / 8;
@@ -27,7 +28,7 @@ impl CompressedProof {
         let mut bits = [0u8; BITMAP_LEN];
         let mut nodes = Vec::new();
         for (j, node) in proof.nodes().iter().enumerate() {
-            if node.hash == empty_hash(super::level_of(j)) {
+            if node.hash == empty_hash(level_of(j)) {
                 bits[j / 8] |= 1 << (j % 8);
             } else {
                 nodes.push(*node);
@@ -149,7 +150,7 @@ impl CompressedProof {
         }
         let explicit_levels = (0..MAX_LEVEL).filter(|j| !proof.is_empty_sibling(*j));
         for (index, node) in explicit_levels.zip(&proof.nodes) {
-            if node.hash == empty_hash(super::level_of(index)) {
+            if node.hash == empty_hash(level_of(index)) {
                 return Err(DecodeError::NonCanonicalEmpty { index });
             }
         }

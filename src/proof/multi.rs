@@ -39,7 +39,7 @@ const NODE_LEN: usize = 40;
 /// Siblings are listed in a pre-order walk of the trie: from the root down,
 /// a trie node's sibling comes before every sibling below it, and at a
 /// split the whole left subtree's siblings come before the right's. For one
-/// key that is root side first, the reverse of [`Proof`](super::Proof)'s
+/// key that is root side first, the reverse of [`Proof`](crate::Proof)'s
 /// order. The count is fixed by the keys alone: for distinct keys
 /// `k_1 < … < k_n` in tree order, with `d_i` the first level where `k_{i-1}`
 /// and `k_i` differ, it is `256 + Σ (255 - d_i) - (n - 1)`.
@@ -111,7 +111,7 @@ pub enum MultiProofError {
 }
 
 /// Why bytes are not a [`MultiProof`] (or an
-/// [`UpdateProof`](super::UpdateProof)): each variant names a way they
+/// [`UpdateProof`](crate::UpdateProof)): each variant names a way they
 /// differ from a canonical encoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MultiDecodeError {

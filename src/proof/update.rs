@@ -2,12 +2,12 @@
 //! compute the root after a batch (supply commitments). Documented on
 //! [`UpdateProof`].
 
-use super::multi::{MultiDecodeError, MultiProof, MultiProofError};
 use crate::descent::NodeSource;
 use crate::error::{PlanError, SumOverflow};
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::proof::multi::{MultiDecodeError, MultiProof, MultiProofError};
 
 /// The old leaves at a batch's keys and their [`MultiProof`] against the
 /// old root: what a verifier who knows only the old root needs to compute

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore,
 };
-use crate::audit::NodeScan;
+use crate::audit::nodes::NodeScan;
 use crate::descent::UpdateBatch;
 use crate::empty::is_empty_hash;
 use crate::hash::Hash;

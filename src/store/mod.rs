@@ -2,14 +2,14 @@
 //!
 //! A tree reads the nodes a batch needs, runs the pure descent against
 //! them, and hands the resulting [`UpdateBatch`] (every change with its
-//! [`Position`] and hash) to [`TreeStore::commit`] in one call. Two
+//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one call. Two
 //! layouts sit behind the boundary:
 //!
 //! * [`MemoryStore`] keeps nodes by hash with a reference count per node:
 //!   identical subtrees share one entry, which goes only when the last
 //!   position using it lets go. It is read in level-sized batches
 //!   ([`TreeStore::fetch_nodes`], one call per level of the descent).
-//! * The SQL stores keep position-keyed [`strata`] rows (several levels per
+//! * The SQL stores keep position-keyed strata rows (several levels per
 //!   row, nothing shared between positions) and read every key's path with
 //!   one [`TreeStore::fetch_key_paths`] call
 //!   ([`TreeStore::reads_by_position`]).
@@ -45,6 +45,8 @@ mod sql_ops;
 mod sqlite;
 mod traits;
 
+pub use crate::descent::{NetChange, UpdateBatch};
+pub use crate::pin::Pin;
 pub use crate::strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};

@@ -40,7 +40,7 @@ use super::sql_ops;
 use super::{
     BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, RecentNodes, StoreStats, TreeStore,
 };
-use crate::audit::RowSink;
+use crate::audit::rows::RowSink;
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;

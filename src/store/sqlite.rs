@@ -46,7 +46,7 @@ use super::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, RecentNodes, StoreStats,
     TreeStore,
 };
-use crate::audit::RowSink;
+use crate::audit::rows::RowSink;
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;

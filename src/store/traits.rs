@@ -3,7 +3,8 @@
 
 use std::future::Future;
 
-use crate::audit::{NodeScan, RowSink};
+use crate::audit::nodes::NodeScan;
+use crate::audit::rows::RowSink;
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::hash::Hash;

@@ -33,15 +33,17 @@ pub use view::View;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::audit::RowAudit;
-use crate::audit::{AuditReport, audit_nodes};
+use crate::audit::nodes::audit_nodes;
+use crate::audit::report::AuditReport;
+use crate::audit::rows::RowAudit;
 use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
 use crate::layout::{Compacted, Full, Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::{Proof, UpdateProof};
+use crate::proof::single::Proof;
+use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore};
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
@@ -66,7 +68,7 @@ pub type CompactedTree<S> = Tree<S, Compacted>;
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// Lost optimistic races after which a write takes the namespace's write
-/// lock for its read phase and commit ([`TreeStore::insert_exclusive`]).
+/// lock for its read phase and commit ([`TreeStore::write_locked`]).
 pub const EXCLUSIVE_AFTER: u32 = 4;
 
 /// Default number of optimistic attempts per write.

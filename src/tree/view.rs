@@ -13,7 +13,8 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
-use crate::proof::{MultiProof, Proof};
+use crate::proof::multi::MultiProof;
+use crate::proof::single::Proof;
 use crate::store::{PinStore, ReadAt, TreeStore};
 use crate::tree::{Target, Tree, walk};
 

@@ -8,7 +8,7 @@ use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
-use crate::proof::Proof;
+use crate::proof::single::Proof;
 
 /// Walks from `root` towards `key`. Returns the leaf found (the empty leaf
 /// for an absent key) and, when `siblings` is given, fills in every sibling

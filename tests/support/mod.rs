@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ms_smt::Key;
-use ms_smt::hash::sha256;
+use ms_smt::test_utils::sha256;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 

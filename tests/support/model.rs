@@ -5,8 +5,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use ms_smt::empty::empty_hash;
-use ms_smt::hash::{Hash, branch_hash};
+use ms_smt::Hash;
+use ms_smt::test_utils::branch_hash;
+use ms_smt::test_utils::empty_hash;
 use ms_smt::{ComputedNode, Key, Leaf, Position};
 
 /// A key ordered in tree order ([`Key::tree_cmp`]).

@@ -1,0 +1,9 @@
+//! What the crate's own tests, benches and examples reach beyond the public
+//! API (cargo feature `test-utils`, as in reth): hashing internals, the
+//! strata row codec, the retry policy. Not part of the stable API.
+
+pub use crate::empty::empty_hash;
+pub use crate::hash::{branch_hash, hash_calls, leaf_hash, sha256};
+pub use crate::key::MAX_LEVEL;
+pub use crate::strata::Row;
+pub use crate::tree::EXCLUSIVE_AFTER;
