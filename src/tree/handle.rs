@@ -1,0 +1,376 @@
+//! The tree handle: the write path (read phase, pure descent, one commit)
+//! with its optimistic retries and the fallback to the namespace lock.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::audit::nodes::audit_nodes;
+use crate::audit::report::AuditReport;
+use crate::audit::rows::RowAudit;
+use crate::descent::{self, NodeCache};
+use crate::error::{PlanError, TreeError};
+use crate::key::Key;
+use crate::layout::{Compacted, Full, Layout, LayoutKind};
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::proof::single::Proof;
+use crate::proof::update::UpdateProof;
+use crate::store::{CommitOutcome, ReadAt, TreeStore};
+use crate::tree::fetch;
+
+/// A merkle-sum sparse merkle tree on store `S` with layout `L`.
+///
+/// Both layouts give identical roots and proofs for the same contents; use
+/// [`FullTree`] or [`CompactedTree`]. Every operation is one read phase and
+/// at most one store commit. Concurrent writers on one namespace are
+/// serialised optimistically: a commit whose root moved is retried from a
+/// fresh read, so no update is lost.
+#[derive(Debug, Clone)]
+pub struct Tree<S, L> {
+    pub(crate) store: S,
+    pub(crate) max_attempts: u32,
+    layout: PhantomData<L>,
+}
+
+/// The full layout (every branch stored).
+pub type FullTree<S> = Tree<S, Full>;
+/// The compacted layout (single-leaf subtrees stored as one node).
+pub type CompactedTree<S> = Tree<S, Compacted>;
+
+type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
+
+/// Lost optimistic races after which a write takes the namespace's write
+/// lock for its read phase and commit ([`TreeStore::write_locked`]).
+pub const EXCLUSIVE_AFTER: u32 = 4;
+
+/// Default number of optimistic attempts per write.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
+
+impl<S: TreeStore, L: Layout> Tree<S, L> {
+    /// A tree over `store` (one namespace of it).
+    pub fn new(store: S) -> Self {
+        Tree {
+            store,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            layout: PhantomData,
+        }
+    }
+
+    /// Sets how many times a write is retried when other writers move the
+    /// root between its read and its commit.
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Checks everything the store keeps for this namespace: recomputes
+    /// every hash and sum from the stored root down, checks the shape this
+    /// layout writes (a compacted tree's leaves sit as high as they can),
+    /// and reports children that are missing and stored things no position
+    /// reaches. Pinned roots are checked the same way, down to the rows a
+    /// read at their version sees (on SQL stores each pin gets its own
+    /// report in [`AuditReport::pinned`]). Reads one consistent snapshot;
+    /// repairs nothing.
+    ///
+    /// On SQL stores the rows stream through in key order, so memory stays
+    /// bounded; every compacted leaf costs up to 256 hashes to recheck.
+    pub async fn audit(&self) -> Res<AuditReport, S> {
+        if self.store.reads_by_position() {
+            let mut audit = RowAudit::new(L::KIND);
+            if self
+                .store
+                .scan_rows(&mut audit)
+                .await
+                .map_err(TreeError::Store)?
+            {
+                return Ok(audit.finish());
+            }
+        }
+        match self.store.scan_nodes().await.map_err(TreeError::Store)? {
+            Some(scan) => Ok(audit_nodes(L::KIND, &scan)),
+            None => Err(TreeError::Unsupported { operation: "audit" }),
+        }
+    }
+
+    /// The current root hash and sum; the empty root for an empty tree.
+    pub async fn root(&self) -> Res<ComputedNode, S> {
+        self.store.load_root().await.map_err(TreeError::Store)
+    }
+
+    /// Writes `leaf` at `key` (an empty leaf deletes). Returns the new root.
+    pub async fn insert(&self, key: Key, leaf: Leaf) -> Res<ComputedNode, S> {
+        self.insert_many([(key, leaf)]).await
+    }
+
+    /// Deletes the leaf at `key`; deleting an absent key changes nothing.
+    pub async fn delete(&self, key: Key) -> Res<ComputedNode, S> {
+        self.insert_many([(key, Leaf::empty())]).await
+    }
+
+    /// Writes a whole batch in one descent and one store commit; returns the
+    /// new root.
+    ///
+    /// Empty leaves delete. When a key occurs more than once the **last**
+    /// pair wins. The batch is rejected, with nothing written, iff the
+    /// tree's final total sum would exceed `u64::MAX` (replaced leaves'
+    /// sums count as removed). An empty batch does nothing.
+    pub async fn insert_many<I>(&self, batch: I) -> Res<ComputedNode, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        Ok(self.write(&batch, false).await?.new_root)
+    }
+
+    /// [`insert_many`](Self::insert_many), also proving the transition: the
+    /// [`UpdateProof`] is taken from the very nodes the write was planned
+    /// on, so a verifier holding only the old root and the batch can check
+    /// the new root with it. A write that keeps losing races to other
+    /// writers retries optimistically only (it never takes the namespace
+    /// lock, whose path has no proof).
+    pub async fn insert_many_with_proof<I>(&self, batch: I) -> Res<ProvenWrite, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        self.write(&batch, true).await
+    }
+
+    /// One batched write; with `prove`, its update proof too.
+    async fn write(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
+        let items = descent::prepare(batch);
+        let unproven = |old_root, new_root| ProvenWrite {
+            old_root,
+            new_root,
+            proof: None,
+        };
+        if items.is_empty() && !prove {
+            let root = self.root().await?;
+            return Ok(unproven(root, root));
+        }
+        descent::batch_sum(&items)?;
+        let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
+        // Only a compacted delete may pull an untouched sibling up, which
+        // needs the sibling itself; otherwise its hash and sum (from the
+        // parent) are enough and the path alone is read.
+        let siblings =
+            matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
+        for attempt in 0..self.max_attempts {
+            if attempt >= EXCLUSIVE_AFTER
+                && !prove
+                && let Some(root) = self.store.write_locked(L::KIND, batch).await?
+            {
+                return Ok(unproven(root, root));
+            }
+            let Some((root, cache)) = self.read(Target::CURRENT, &keys, siblings, true).await?
+            else {
+                backoff(attempt).await;
+                continue;
+            };
+            let planned = descent::plan_items(L::KIND, &cache, root, &items).and_then(|update| {
+                let proof = prove
+                    .then(|| UpdateProof::from_source(&cache, &root, batch))
+                    .transpose()?;
+                Ok((update, proof))
+            });
+            let (update, proof) = match planned {
+                Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
+                    backoff(attempt).await;
+                    continue;
+                }
+                other => other?,
+            };
+            let done = ProvenWrite {
+                old_root: root,
+                new_root: update.new_root,
+                proof,
+            };
+            if update.is_noop() {
+                return Ok(done);
+            }
+            match self.store.commit(&update).await.map_err(TreeError::Store)? {
+                CommitOutcome::Committed => {
+                    if let Some(recent) = self.store.recent_nodes() {
+                        recent.remember_written(&update.inserts);
+                    }
+                    return Ok(done);
+                }
+                CommitOutcome::RootMoved { .. } => backoff(attempt).await,
+            }
+        }
+        Err(TreeError::Contention {
+            attempts: self.max_attempts,
+        })
+    }
+
+    /// The leaf at `key`; the empty leaf when absent.
+    pub async fn get(&self, key: &Key) -> Res<Leaf, S> {
+        Ok(self.get_many(std::slice::from_ref(key)).await?.remove(0))
+    }
+
+    /// The leaves at `keys`, in order, read in one level-batched descent.
+    pub async fn get_many(&self, keys: &[Key]) -> Res<Vec<Leaf>, S> {
+        self.view().get_many(keys).await
+    }
+
+    /// The merkle proof for `key` (inclusion or exclusion).
+    pub async fn merkle_proof(&self, key: &Key) -> Res<Proof, S> {
+        Ok(self
+            .merkle_proofs(std::slice::from_ref(key))
+            .await?
+            .remove(0))
+    }
+
+    /// Proofs for `keys`, in order, read in one level-batched descent.
+    pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
+        self.view().merkle_proofs(keys).await
+    }
+
+    /// Removes every node and the root of this tree's namespace.
+    pub async fn delete_all(&self) -> Res<(), S> {
+        self.store.delete_all().await.map_err(TreeError::Store)
+    }
+
+    /// Reads the root of `target` and the nodes on the paths of `keys`
+    /// (`for_write`: the read phase of a write). `None` when a concurrent
+    /// writer removed a node between the two (retry).
+    pub(crate) async fn read(
+        &self,
+        target: Target,
+        keys: &[Key],
+        siblings: bool,
+        for_write: bool,
+    ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
+        let root = self.root_of(target).await?;
+        let sorted = descent::sorted_keys(keys);
+        match fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await
+        {
+            Ok(cache) => Ok(Some((root, cache))),
+            Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The root `target` reads: its fixed root, or the current one.
+    pub(crate) async fn root_of(&self, target: Target) -> Res<ComputedNode, S> {
+        match target.root {
+            Some(root) => Ok(root),
+            None => self.root().await,
+        }
+    }
+
+    /// True when `err` is a node that went missing because another writer
+    /// committed after `root` was read (its nodes may be gone): the caller
+    /// retries from a fresh read. Reads are not one snapshot; nodes are
+    /// content-addressed, so a node that is found is always the right one,
+    /// and only a missing one can reveal the race: in the level reads, in
+    /// a path walk that stopped early, or in an off-path sibling. A pinned
+    /// tree does not move: a node missing from it is an error.
+    pub(crate) async fn lost_race(
+        &self,
+        target: Target,
+        err: &PlanError,
+        root: &ComputedNode,
+    ) -> Res<bool, S> {
+        Ok(target.root.is_none()
+            && matches!(err, PlanError::MissingNode { .. })
+            && self.root().await? != *root)
+    }
+
+    pub(crate) async fn read_each<T>(
+        &self,
+        target: Target,
+        keys: &[Key],
+        siblings: bool,
+        f: impl Fn(&NodeCache, &ComputedNode, &Key) -> Result<T, PlanError>,
+    ) -> Res<Vec<T>, S> {
+        self.read_all(target, keys, siblings, |cache, root| {
+            keys.iter().map(|k| f(cache, root, k)).collect()
+        })
+        .await
+    }
+
+    /// Reads the paths of `keys` in `target` and hands them to `f` once,
+    /// retrying while concurrent writers move the current tree under it.
+    pub(crate) async fn read_all<T>(
+        &self,
+        target: Target,
+        keys: &[Key],
+        siblings: bool,
+        f: impl Fn(&NodeCache, &ComputedNode) -> Result<T, PlanError>,
+    ) -> Res<T, S> {
+        let f = &f;
+        self.retrying(move || async move {
+            let Some((root, cache)) = self.read(target, keys, siblings, false).await? else {
+                return Ok(None);
+            };
+            match f(&cache, &root) {
+                Err(e) if self.lost_race(target, &e, &root).await? => Ok(None),
+                other => other.map(Some).map_err(TreeError::Plan),
+            }
+        })
+        .await
+    }
+
+    /// Runs `attempt` until it gives a value, an error, or up to
+    /// `max_attempts` times `None` (it lost a race to a writer that moved
+    /// the current tree under it), pausing briefly between attempts.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Res<T, S>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Res<Option<T>, S>>,
+    {
+        for n in 0..self.max_attempts {
+            if let Some(value) = attempt().await? {
+                return Ok(value);
+            }
+            backoff(n).await;
+        }
+        Err(TreeError::Contention {
+            attempts: self.max_attempts,
+        })
+    }
+}
+
+/// A committed write with the roots it moved between and, from
+/// [`Tree::insert_many_with_proof`], the proof of that move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenWrite {
+    /// The root the batch was applied to.
+    pub old_root: ComputedNode,
+    /// The root after it.
+    pub new_root: ComputedNode,
+    /// The old leaves at the batch's keys and their multi-key proof under
+    /// `old_root` (`None` from plain writes).
+    pub proof: Option<UpdateProof>,
+}
+
+/// The tree a read looks at: the current one (each read loads its root),
+/// or a fixed root at a pinned version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// What the store reads.
+    pub at: ReadAt,
+    /// The fixed root, for pinned trees.
+    pub root: Option<ComputedNode>,
+}
+
+impl Target {
+    /// The current tree.
+    pub const CURRENT: Target = Target {
+        at: ReadAt::Current,
+        root: None,
+    };
+}
+
+/// Short randomised pause before retrying a write that lost a race.
+pub(crate) async fn backoff(attempt: u32) {
+    let spread = u64::from(attempt.min(8)) + 1;
+    let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 500;
+    tokio::time::sleep(Duration::from_micros(spread * 200 + jitter)).await;
+}
