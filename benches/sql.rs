@@ -19,41 +19,27 @@
 //! per commit, like tapdb). `MSSMT_BENCH_ONLY=memory/compacted,postgres/compacted`
 //! runs only the named store/layout groups, setup included.
 
+#[path = "support/common.rs"]
+mod common;
 #[path = "support/durable.rs"]
 mod durable;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::{Batch, ScratchSqlite, runtime};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
 use ms_smt::{Key, Layout, Leaf, Tree};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use tokio::runtime::Runtime;
 
-type Batch = Vec<(Key, Leaf)>;
-
+/// `n` random leaves like Go's benches: random 32-byte keys, values of 1-255
+/// random bytes, sums in [1, 2^32).
 fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
-    (0..n)
-        .map(|_| {
-            let mut key = [0u8; 32];
-            rng.fill(&mut key);
-            let len = rng.gen_range(1..=255usize);
-            let mut value = vec![0u8; len];
-            rng.fill(&mut value[..]);
-            (Key(key), Leaf::new(value, rng.gen_range(1..(1u64 << 32))))
-        })
-        .collect()
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
+    common::random_batch(rng, n, 1..=255, 1..(1u64 << 32))
 }
 
 /// Makes fresh, empty trees of one store kind.
@@ -86,6 +72,17 @@ struct Namespaced<S> {
     counter: std::sync::atomic::AtomicUsize,
     ns: fn(&S, &str) -> S,
     cold: fn(&S) -> S,
+}
+impl<S> Namespaced<S> {
+    fn new(label: &'static str, db: S, ns: fn(&S, &str) -> S, cold: fn(&S) -> S) -> Self {
+        Namespaced {
+            label,
+            db,
+            counter: Default::default(),
+            ns,
+            cold,
+        }
+    }
 }
 impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
     type S = S;
@@ -195,23 +192,31 @@ fn bench_layout<F: Factory, L: Layout>(
         .measurement_time(Duration::from_secs(4))
         .warm_up_time(Duration::from_secs(1));
 
-    // Into an empty tree: a fresh namespace per iteration (untimed).
+    // Into an empty tree: a fresh namespace per iteration (untimed), and
+    // `$insert` into it timed.
+    macro_rules! into_empty {
+        ($name:expr, |$tree:ident| $insert:expr) => {
+            g.bench_function($name, |b| {
+                b.to_async(rt).iter_custom(|iters| async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let $tree = Tree::<F::S, L>::new(f.fresh());
+                        let start = Instant::now();
+                        $insert;
+                        total += start.elapsed();
+                        $tree.delete_all().await.expect("cleanup");
+                    }
+                    total
+                })
+            });
+        };
+    }
     for n in [100usize, 1000] {
         let batch = &fresh[..n];
         let name = format!("insert_many/empty/{n}");
-        g.bench_function(&name, |b| {
-            b.to_async(rt).iter_custom(|iters| async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let tree = Tree::<F::S, L>::new(f.fresh());
-                    let start = Instant::now();
-                    black_box(tree.insert_many(batch.to_vec()).await.expect("insert_many"));
-                    total += start.elapsed();
-                    tree.delete_all().await.expect("cleanup");
-                }
-                total
-            })
-        });
+        into_empty!(&name, |tree| black_box(
+            tree.insert_many(batch.to_vec()).await.expect("insert_many")
+        ));
         let tree = Tree::<F::S, L>::new(f.fresh());
         let before = tree.store().stats();
         rt.block_on(tree.insert_many(batch.to_vec()))
@@ -228,19 +233,7 @@ fn bench_layout<F: Factory, L: Layout>(
             continue;
         }
         let name = format!("insert_loop/empty/{n}");
-        g.bench_function(&name, |b| {
-            b.to_async(rt).iter_custom(|iters| async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let tree = Tree::<F::S, L>::new(f.fresh());
-                    let start = Instant::now();
-                    insert_loop(&tree, batch).await;
-                    total += start.elapsed();
-                    tree.delete_all().await.expect("cleanup");
-                }
-                total
-            })
-        });
+        into_empty!(&name, |tree| insert_loop(&tree, batch).await);
     }
 
     // Into a 10,000-leaf tree, built once; each timed insert is undone.
@@ -354,41 +347,22 @@ fn benches(c: &mut Criterion) {
 
     bench_store(c, &rt, &Mem, &seed, &fresh);
 
-    let path = std::env::temp_dir().join(format!("ms-smt-bench-{}.db", std::process::id()));
-    let sqlite = rt.block_on(SqliteStore::open(&path)).expect("open SQLite");
-    let f = Namespaced {
-        label: "sqlite",
-        db: sqlite,
-        counter: Default::default(),
-        ns: SqliteStore::namespace,
-        cold: |s| s.clone().with_recent_nodes(0),
-    };
+    let file = ScratchSqlite::new("ms-smt-bench");
+    let sqlite = rt
+        .block_on(SqliteStore::open(&file.path))
+        .expect("open SQLite");
+    let f = Namespaced::new("sqlite", sqlite, SqliteStore::namespace, |s| {
+        s.clone().with_recent_nodes(0)
+    });
     bench_store(c, &rt, &f, &seed, &fresh);
     rt.block_on(f.db.pool().close());
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
+    drop(file);
 
-    match durable::bench_pg_url() {
-        Some(url) => {
-            let pg = rt
-                .block_on(durable::durable_postgres(&url))
-                .expect("a durable Postgres at MSSMT_BENCH_PG_URL");
-            let f = Namespaced {
-                label: "postgres",
-                db: pg,
-                counter: Default::default(),
-                ns: PostgresStore::namespace,
-                cold: |s| s.clone().with_recent_nodes(0),
-            };
-            bench_store(c, &rt, &f, &seed, &fresh);
-        }
-        None => eprintln!(
-            "postgres benches SKIPPED: MSSMT_BENCH_PG_URL is not set (a server with fsync on; \
-             see benches/support/durable.rs)"
-        ),
+    if let Some(pg) = durable::durable_postgres_or_skip(&rt) {
+        let f = Namespaced::new("postgres", pg, PostgresStore::namespace, |s| {
+            s.clone().with_recent_nodes(0)
+        });
+        bench_store(c, &rt, &f, &seed, &fresh);
     }
 }
 

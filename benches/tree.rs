@@ -16,25 +16,27 @@
 //!
 //! Run: `cargo bench --bench tree`.
 
+#[path = "support/common.rs"]
+mod common;
+
 use std::hint::black_box;
 use std::time::Duration;
 
+use common::Batch;
 use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use ms_smt::Hash;
 use ms_smt::store::{MemoryStore, TreeStore};
 use ms_smt::test_utils::{branch_hash, hash_calls, sha256};
 use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
 use tokio::runtime::Runtime;
 
 /// Leaves in the populated tree.
 const SEED_LEAVES: usize = 10_000;
 /// Fresh keys inserted into the populated tree.
 const FRESH: usize = 1_000;
-
-type Batch = Vec<(Key, Leaf)>;
 
 /// A single-threaded runtime: every hash runs on the bench thread, so the
 /// thread-local hash counter sees all of them.
@@ -48,17 +50,7 @@ fn runtime() -> Runtime {
 /// `n` random leaves like Go's benches: random 32-byte keys, values of 1-255
 /// random bytes, sums in [1, 2^32).
 fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
-    (0..n)
-        .map(|_| {
-            let mut key = [0u8; 32];
-            rng.fill(&mut key);
-            let len = rng.gen_range(1..=255usize);
-            let mut value = vec![0u8; len];
-            rng.fill(&mut value[..]);
-            let sum = rng.gen_range(1..(1u64 << 32));
-            (Key(key), Leaf::new(value, sum))
-        })
-        .collect()
+    common::random_batch(rng, n, 1..=255, 1..(1u64 << 32))
 }
 
 /// The fixed data set: 10,000 seed leaves and 1,000 fresh ones.
@@ -124,22 +116,27 @@ fn counts(_c: &mut Criterion) {
         assert_eq!(got.len(), keys.len());
         format!("{:?}", tree.store().stats().since(&before))
     }
-    eprintln!(
-        "[counts] compacted insert_many {FRESH} into {SEED_LEAVES}: {}",
-        into10k::<ms_smt::Compacted>(&rt, &d)
-    );
-    eprintln!(
-        "[counts] full insert_many {FRESH} into {SEED_LEAVES}: {}",
-        into10k::<ms_smt::Full>(&rt, &d)
-    );
-    eprintln!(
-        "[counts] compacted merkle_proofs of {FRESH} keys on {SEED_LEAVES}: {}",
-        proofs::<ms_smt::Compacted>(&rt, &d)
-    );
-    eprintln!(
-        "[counts] full merkle_proofs of {FRESH} keys on {SEED_LEAVES}: {}",
-        proofs::<ms_smt::Full>(&rt, &d)
-    );
+    type Count = fn(&Runtime, &Data) -> String;
+    let layouts: [(&str, Count, Count); 2] = [
+        (
+            "compacted",
+            into10k::<ms_smt::Compacted>,
+            proofs::<ms_smt::Compacted>,
+        ),
+        ("full", into10k::<ms_smt::Full>, proofs::<ms_smt::Full>),
+    ];
+    for (layout, into10k, _) in layouts {
+        eprintln!(
+            "[counts] {layout} insert_many {FRESH} into {SEED_LEAVES}: {}",
+            into10k(&rt, &d)
+        );
+    }
+    for (layout, _, proofs) in layouts {
+        eprintln!(
+            "[counts] {layout} merkle_proofs of {FRESH} keys on {SEED_LEAVES}: {}",
+            proofs(&rt, &d)
+        );
+    }
 }
 
 fn hash_count<L: Layout>(rt: &Runtime, batch: &Batch) -> u64 {
@@ -185,6 +182,23 @@ async fn insert_loop<L: Layout>(tree: &Tree<MemoryStore, L>, batch: Batch) -> Co
     root
 }
 
+/// One timed insert of `batch` into `tree`: one `insert_many`, or (`kind`
+/// "insert_loop") one `insert` per leaf; the tree is returned so that
+/// criterion drops it untimed.
+fn insert<L: Layout>(
+    rt: &Runtime,
+    kind: &str,
+    tree: Tree<MemoryStore, L>,
+    batch: Batch,
+) -> (Tree<MemoryStore, L>, ComputedNode) {
+    let root = if kind == "insert_many" {
+        rt.block_on(tree.insert_many(batch)).expect("insert_many")
+    } else {
+        rt.block_on(insert_loop(&tree, batch))
+    };
+    (tree, root)
+}
+
 fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &str) {
     for kind in ["insert_many", "insert_loop"] {
         let mut g = c.benchmark_group(kind);
@@ -203,14 +217,7 @@ fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &
                             batch.clone(),
                         )
                     },
-                    |(tree, batch)| {
-                        let root = if kind == "insert_many" {
-                            rt.block_on(tree.insert_many(batch)).expect("insert_many")
-                        } else {
-                            rt.block_on(insert_loop(&tree, batch))
-                        };
-                        (tree, root)
-                    },
+                    |(tree, batch)| insert(rt, kind, tree, batch),
                     BatchSize::PerIteration,
                 )
             });
@@ -224,14 +231,7 @@ fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &
         g.bench_function(BenchmarkId::new(format!("{layout}/into10k"), FRESH), |b| {
             b.iter_batched(
                 || (tree_with::<L>(rt, &d.seed), d.fresh.clone()),
-                |(tree, batch)| {
-                    let root = if kind == "insert_many" {
-                        rt.block_on(tree.insert_many(batch)).expect("insert_many")
-                    } else {
-                        rt.block_on(insert_loop(&tree, batch))
-                    };
-                    (tree, root)
-                },
+                |(tree, batch)| insert(rt, kind, tree, batch),
                 BatchSize::PerIteration,
             )
         });

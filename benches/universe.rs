@@ -24,43 +24,29 @@
 //! (`benches/support/durable.rs`). `MSSMT_BENCH_N` sets the tree size
 //! (default 10,000).
 
+#[path = "support/common.rs"]
+mod common;
 #[path = "support/durable.rs"]
 mod durable;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::{Batch, ScratchSqlite, runtime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ms_smt::store::{BulkStore, MemoryStore, PinStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Tree};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use tokio::runtime::Runtime;
-
-type Batch = Vec<(Key, Leaf)>;
 
 /// A store the benches can open namespaces of.
 trait Bench: TreeStore + PinStore + BulkStore + Clone + 'static {}
 impl<S: TreeStore + PinStore + BulkStore + Clone + 'static> Bench for S {}
 
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
+/// `n` random leaves: values of 32-64 random bytes, sums in [1, 1000).
 fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
-    (0..n)
-        .map(|_| {
-            let mut key = [0u8; 32];
-            rng.fill(&mut key);
-            let mut value = vec![0u8; rng.gen_range(32..=64usize)];
-            rng.fill(&mut value[..]);
-            (Key(key), Leaf::new(value, rng.gen_range(1..1000)))
-        })
-        .collect()
+    common::random_batch(rng, n, 32..=64, 1..1000)
 }
 
 /// `d` changes to `base`: a third replaced, a third new, a third deleted.
@@ -122,23 +108,34 @@ fn bench_store<S: Bench>(c: &mut Criterion, rt: &Runtime, label: &str, db: &S, b
 
     // Copies.
     let copy_target = db.open_namespace("bench-copy").expect("namespace");
-    g.bench_function("copy/set", |b| {
-        b.to_async(rt).iter_custom(|iters| {
-            let (tree, target) = (&tree, &copy_target);
-            async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let into: CompactedTree<S> = Tree::new(target.clone());
-                    let start = Instant::now();
-                    let report = tree.view().copy_to(&into).await.expect("copy");
-                    total += start.elapsed();
-                    assert!(report.set_based);
-                    into.delete_all().await.expect("clear");
-                }
-                total
-            }
-        })
-    });
+    // A set-based copy into a fresh tree on `copy_target` per iteration,
+    // timed; the target is cleared (untimed) after each.
+    macro_rules! copy_into_target {
+        ($name:literal, |$view:ident, $into:ident| $copy:expr) => {
+            g.bench_function($name, |b| {
+                b.to_async(rt).iter_custom(|iters| {
+                    let (tree, target) = (&tree, &copy_target);
+                    async move {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            let $into: CompactedTree<S> = Tree::new(target.clone());
+                            let start = Instant::now();
+                            let $view = tree.view();
+                            let report = $copy;
+                            total += start.elapsed();
+                            assert!(report.set_based);
+                            $into.delete_all().await.expect("clear");
+                        }
+                        total
+                    }
+                })
+            });
+        };
+    }
+    copy_into_target!("copy/set", |view, into| view
+        .copy_to(&into)
+        .await
+        .expect("copy"));
     g.bench_function("copy/stream", |b| {
         b.to_async(rt).iter(|| async {
             let into = CompactedTree::new(MemoryStore::new());
@@ -146,29 +143,12 @@ fn bench_store<S: Bench>(c: &mut Criterion, rt: &Runtime, label: &str, db: &S, b
             black_box(report.root)
         })
     });
-    g.bench_function("copy_filter/quarter", |b| {
-        b.to_async(rt).iter_custom(|iters| {
-            let (tree, target) = (&tree, &copy_target);
-            async move {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let into: CompactedTree<S> = Tree::new(target.clone());
-                    let start = Instant::now();
-                    let report = tree
-                        .view()
-                        .copy_filter_to(&into, |k, _| {
-                            Ok::<_, std::convert::Infallible>(k.0[0] % 4 != 0)
-                        })
-                        .await
-                        .expect("copy_filter");
-                    total += start.elapsed();
-                    assert!(report.set_based);
-                    into.delete_all().await.expect("clear");
-                }
-                total
-            }
-        })
-    });
+    copy_into_target!("copy_filter/quarter", |view, into| view
+        .copy_filter_to(&into, |k, _| Ok::<_, std::convert::Infallible>(
+            k.0[0] % 4 != 0
+        ))
+        .await
+        .expect("copy_filter"));
     g.throughput(Throughput::Elements(1));
 
     // Diff and sync against a peer differing in d leaves.
@@ -268,27 +248,16 @@ fn benches(c: &mut Criterion) {
 
     bench_store(c, &rt, "memory", &MemoryStore::new(), &base);
 
-    let path = std::env::temp_dir().join(format!("ms-smt-universe-{}.db", std::process::id()));
-    let sqlite = rt.block_on(SqliteStore::open(&path)).expect("open SQLite");
+    let file = ScratchSqlite::new("ms-smt-universe");
+    let sqlite = rt
+        .block_on(SqliteStore::open(&file.path))
+        .expect("open SQLite");
     bench_store(c, &rt, "sqlite", &sqlite, &base);
     rt.block_on(sqlite.pool().close());
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
+    drop(file);
 
-    match durable::bench_pg_url() {
-        Some(url) => {
-            let pg = rt
-                .block_on(durable::durable_postgres(&url))
-                .expect("a durable Postgres at MSSMT_BENCH_PG_URL");
-            bench_store(c, &rt, "postgres", &pg, &base);
-        }
-        None => eprintln!(
-            "postgres benches SKIPPED: MSSMT_BENCH_PG_URL is not set (a server with fsync on; \
-             see benches/support/durable.rs)"
-        ),
+    if let Some(pg) = durable::durable_postgres_or_skip(&rt) {
+        bench_store(c, &rt, "postgres", &pg, &base);
     }
 }
 

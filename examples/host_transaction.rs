@@ -16,6 +16,28 @@ use sqlx::Connection;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
+/// Order `id` in one host transaction: the host's order row and the tree's
+/// leaf for it (key `[id; 32]`, sum `10 * id`), committed or rolled back
+/// together.
+async fn sqlite_order(store: &SqliteStore, id: u8, note: &str, commit: bool) -> Res<()> {
+    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query("INSERT INTO orders (id, note) VALUES (?, ?)")
+        .bind(i64::from(id))
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
+    let tree = CompactedTree::new(store.in_transaction(&mut tx));
+    let leaf = Leaf::new(format!("order {id}").into_bytes(), 10 * u64::from(id));
+    tree.insert(Key([id; 32]), leaf).await?;
+    drop(tree);
+    if commit {
+        tx.commit().await?;
+    } else {
+        tx.rollback().await?;
+    }
+    Ok(())
+}
+
 async fn sqlite() -> Res<()> {
     let path = std::env::temp_dir().join(format!("ms-smt-host-{}.db", std::process::id()));
     let store = SqliteStore::open(&path).await?.namespace("orders-tree");
@@ -24,26 +46,9 @@ async fn sqlite() -> Res<()> {
         .await?;
 
     // 1. Rolled back: neither the order row nor the tree write survives.
-    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
-    sqlx::query("INSERT INTO orders (id, note) VALUES (1, 'cancelled')")
-        .execute(&mut *tx)
-        .await?;
-    let tree = CompactedTree::new(store.in_transaction(&mut tx));
-    tree.insert(Key([1; 32]), Leaf::new(b"order 1".to_vec(), 10))
-        .await?;
-    drop(tree);
-    tx.rollback().await?;
-
+    sqlite_order(&store, 1, "cancelled", false).await?;
     // 2. Committed: both are there.
-    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
-    sqlx::query("INSERT INTO orders (id, note) VALUES (2, 'paid')")
-        .execute(&mut *tx)
-        .await?;
-    let tree = CompactedTree::new(store.in_transaction(&mut tx));
-    tree.insert(Key([2; 32]), Leaf::new(b"order 2".to_vec(), 20))
-        .await?;
-    drop(tree);
-    tx.commit().await?;
+    sqlite_order(&store, 2, "paid", true).await?;
 
     let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
         .fetch_one(store.pool())

@@ -20,12 +20,15 @@
 //! MSSMT_BENCH_PG_URL=postgres://... cargo run --release --example pin_cost
 //! ```
 
+#[path = "../benches/support/common.rs"]
+mod common;
 #[path = "../benches/support/durable.rs"]
 mod durable;
 
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use common::ScratchSqlite;
 use ms_smt::store::{BulkStore, MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, Tree};
 use rand::rngs::StdRng;
@@ -53,49 +56,55 @@ impl Measured for MemoryStore {
     }
 }
 
-impl Measured for SqliteStore {
-    async fn storage(&self, _: &Self) -> Res<((u64, u64), (u64, u64))> {
-        let q = |table: &str| {
-            format!(
-                "SELECT COUNT(*), COALESCE(SUM(LENGTH(t.body)), 0) FROM {table} t \
-                 JOIN ms_smt_namespaces n ON n.id = t.ns WHERE n.name = ?"
-            )
-        };
-        let mut out = [(0i64, 0i64); 2];
-        for (slot, table) in out.iter_mut().zip(["ms_smt_strata", "ms_smt_history"]) {
-            *slot = sqlx::query_as(&q(table))
-                .bind(self.namespace_name())
-                .fetch_one(self.pool())
-                .await?;
+/// `Measured` for a SQL store: rows and body bytes of `ms_smt_strata` (the
+/// current tree) and `ms_smt_history` (kept for pins) of the namespace;
+/// `$count` and `$bytes` are the select list's two columns, `$param` the
+/// namespace's placeholder.
+macro_rules! sql_measured {
+    ($store:ty, $count:literal, $bytes:literal, $param:literal) => {
+        impl Measured for $store {
+            async fn storage(&self, _: &Self) -> Res<((u64, u64), (u64, u64))> {
+                let q = |table: &str| {
+                    format!(
+                        concat!(
+                            "SELECT ",
+                            $count,
+                            ", ",
+                            $bytes,
+                            " FROM {} t JOIN ms_smt_namespaces n ON n.id = t.ns WHERE n.name = ",
+                            $param
+                        ),
+                        table
+                    )
+                };
+                let mut out = [(0i64, 0i64); 2];
+                for (slot, table) in out.iter_mut().zip(["ms_smt_strata", "ms_smt_history"]) {
+                    *slot = sqlx::query_as(&q(table))
+                        .bind(self.namespace_name())
+                        .fetch_one(self.pool())
+                        .await?;
+                }
+                Ok((
+                    (out[0].0 as u64, out[0].1 as u64),
+                    (out[1].0 as u64, out[1].1 as u64),
+                ))
+            }
         }
-        Ok((
-            (out[0].0 as u64, out[0].1 as u64),
-            (out[1].0 as u64, out[1].1 as u64),
-        ))
-    }
+    };
 }
 
-impl Measured for PostgresStore {
-    async fn storage(&self, _: &Self) -> Res<((u64, u64), (u64, u64))> {
-        let q = |table: &str| {
-            format!(
-                "SELECT COUNT(*)::int8, COALESCE(SUM(LENGTH(t.body)), 0)::int8 FROM {table} t \
-                 JOIN ms_smt_namespaces n ON n.id = t.ns WHERE n.name = $1"
-            )
-        };
-        let mut out = [(0i64, 0i64); 2];
-        for (slot, table) in out.iter_mut().zip(["ms_smt_strata", "ms_smt_history"]) {
-            *slot = sqlx::query_as(&q(table))
-                .bind(self.namespace_name())
-                .fetch_one(self.pool())
-                .await?;
-        }
-        Ok((
-            (out[0].0 as u64, out[0].1 as u64),
-            (out[1].0 as u64, out[1].1 as u64),
-        ))
-    }
-}
+sql_measured!(
+    SqliteStore,
+    "COUNT(*)",
+    "COALESCE(SUM(LENGTH(t.body)), 0)",
+    "?"
+);
+sql_measured!(
+    PostgresStore,
+    "COUNT(*)::int8",
+    "COALESCE(SUM(LENGTH(t.body)), 0)::int8",
+    "$1"
+);
 
 fn leaf(rng: &mut StdRng) -> Leaf {
     let mut value = vec![0u8; rng.gen_range(32..=64usize)];
@@ -204,8 +213,8 @@ async fn main() -> Res<()> {
         "| store | each batch | current tree | kept for the pin | commit, pinned (median) | commit, unpinned | pinned leaves read back | kept after unpin |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    let path = std::env::temp_dir().join(format!("ms-smt-pin-cost-{}.db", std::process::id()));
-    let sqlite = SqliteStore::open(&path).await?;
+    let file = ScratchSqlite::new("ms-smt-pin-cost");
+    let sqlite = SqliteStore::open(&file.path).await?;
     for replace in [false, true] {
         measure("memory", &MemoryStore::new(), &base, replace).await?;
         measure("sqlite", &sqlite, &base, replace).await?;
@@ -214,10 +223,6 @@ async fn main() -> Res<()> {
         }
     }
     sqlite.pool().close().await;
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
+    drop(file);
     Ok(())
 }

@@ -45,6 +45,8 @@
 //! crate's durable defaults (`SqliteStore::open`: WAL, `synchronous=FULL`).
 //! Keys and leaves come from a fixed seed, so runs are comparable.
 
+#[path = "../benches/support/common.rs"]
+mod common;
 #[path = "../benches/support/durable.rs"]
 mod durable;
 
@@ -52,18 +54,18 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use common::Batch;
 use ms_smt::store::{
     DEFAULT_STRATUM_HEIGHT, MemoryStore, PostgresStore, SqliteStore, StoreStats, StratumHeight,
     TreeStore,
 };
-use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Proof};
+use ms_smt::{CompactedTree, ComputedNode, Key, Proof};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqlitePoolOptions;
 
 type Res<T> = Result<T, Box<dyn Error>>;
-type Batch = Vec<(Key, Leaf)>;
 
 const SEED: u64 = 0x6d73_736d_7400_0003;
 const BUILD_BATCH: usize = 100_000;
@@ -77,15 +79,7 @@ const ENV_VARS: [&str; 4] = [
 
 /// `n` leaves: random 32-byte keys, 1-255 random value bytes, sums in [1, 2^32).
 fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
-    (0..n)
-        .map(|_| {
-            let mut key = [0u8; 32];
-            rng.fill(&mut key);
-            let mut value = vec![0u8; rng.gen_range(1..=255usize)];
-            rng.fill(&mut value[..]);
-            (Key(key), Leaf::new(value, rng.gen_range(1..(1u64 << 32))))
-        })
-        .collect()
+    common::random_batch(rng, n, 1..=255, 1..(1u64 << 32))
 }
 
 struct Config {
@@ -587,9 +581,15 @@ async fn floor_sqlite(store: &SqliteStore, rows: usize) -> Res<f64> {
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
+    floor_secs(start, bodies.len(), rows)
+}
+
+/// The seconds a floor measurement took since `start`, once it read back
+/// all `rows` rows (`read`).
+fn floor_secs(start: Instant, read: usize, rows: usize) -> Res<f64> {
     let secs = start.elapsed().as_secs_f64();
-    if bodies.len() != rows {
-        return Err(format!("floor: read {} rows of {rows}", bodies.len()).into());
+    if read != rows {
+        return Err(format!("floor: read {read} rows of {rows}").into());
     }
     Ok(secs)
 }
@@ -637,11 +637,7 @@ async fn floor_postgres(store: &PostgresStore, rows: usize) -> Res<f64> {
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    let secs = start.elapsed().as_secs_f64();
-    if bodies.len() != rows {
-        return Err(format!("floor: read {} rows of {rows}", bodies.len()).into());
-    }
-    Ok(secs)
+    floor_secs(start, bodies.len(), rows)
 }
 
 fn ms(v: &[f64]) -> String {
@@ -702,48 +698,48 @@ fn print_size(o: &Outcome, rounds: usize) {
         build(s),
         build_ratio(s)
     );
-    println!(
-        "| insert_many 1,000 new keys, warm handle | {} | {} | {} | {} | {} |",
-        ms(&m.warm),
-        ms(&s.warm),
-        ratio(&s.warm, &m.warm),
-        ms(&pg.warm),
-        ratio(&pg.warm, &m.warm)
+    // A timed row: memory (blank for `None`), then each SQL store and its
+    // ratio to `base` (memory's samples).
+    let timed = |what: &str, mem: Option<&[f64]>, base: &[f64], pick: fn(&Samples) -> &[f64]| {
+        println!(
+            "| {what} |{}| {} | {} | {} | {} |",
+            mem.map_or(" ".into(), |v| format!(" {} ", ms(v))),
+            ms(pick(s)),
+            ratio(pick(s), base),
+            ms(pick(pg)),
+            ratio(pick(pg), base)
+        );
+    };
+    // A counted row: SQL stores only.
+    let counted = |what: &str, pick: fn(&Samples) -> &[f64]| {
+        println!(
+            "| {what} | — | {} | | {} | |",
+            count(pick(s)),
+            count(pick(pg))
+        );
+    };
+    timed(
+        "insert_many 1,000 new keys, warm handle",
+        Some(&m.warm),
+        &m.warm,
+        |x| &x.warm,
     );
-    println!(
-        "| … cold handle | | {} | {} | {} | {} |",
-        ms(&s.cold),
-        ratio(&s.cold, &m.warm),
-        ms(&pg.cold),
-        ratio(&pg.cold, &m.warm)
-    );
-    println!(
-        "| round trips, cold insert_many (reads and commit) | — | {} | | {} | |",
-        count(&s.cold_trips),
-        count(&pg.cold_trips)
-    );
-    println!(
-        "| rows changed per commit | — | {} | | {} | |",
-        count(&s.rows),
-        count(&pg.rows)
-    );
+    timed("… cold handle", None, &m.warm, |x| &x.cold);
+    counted("round trips, cold insert_many (reads and commit)", |x| {
+        &x.cold_trips
+    });
+    counted("rows changed per commit", |x| &x.rows);
     println!(
         "| WAL bytes per commit | — | {} | | — | |",
         median(&s.wal).map_or("—".into(), mb)
     );
-    println!(
-        "| merkle_proofs of 1,000 keys, cold handle | {} | {} | {} | {} | {} |",
-        ms(&m.proofs),
-        ms(&s.proofs),
-        ratio(&s.proofs, &m.proofs),
-        ms(&pg.proofs),
-        ratio(&pg.proofs, &m.proofs)
+    timed(
+        "merkle_proofs of 1,000 keys, cold handle",
+        Some(&m.proofs),
+        &m.proofs,
+        |x| &x.proofs,
     );
-    println!(
-        "| round trips, cold merkle_proofs | — | {} | | {} | |",
-        count(&s.proof_trips),
-        count(&pg.proof_trips)
-    );
+    counted("round trips, cold merkle_proofs", |x| &x.proof_trips);
     println!(
         "| SQLite file after the build (checkpointed) | | {} | | | |",
         mb(o.sqlite_file as f64)

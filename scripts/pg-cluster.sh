@@ -42,6 +42,9 @@ readonly START_ATTEMPTS=5
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# ensure_pg_user, free_port
+source "$(dirname "${BASH_SOURCE[0]}")/pg-common.sh"
+
 usage() {
     printf 'usage: %s init | start DIR [PORT] | stop-immediate DIR | stop DIR | destroy DIR\n' "$0" >&2
     exit 2
@@ -81,26 +84,6 @@ if ! find_pg_bin; then
     exit 3
 fi
 
-ensure_pg_user() {
-    local i
-    for i in 1 2 3 4 5; do
-        id -u "$PG_SYSTEM_USER" >/dev/null 2>&1 && return 0
-        if command -v useradd >/dev/null 2>&1; then
-            useradd --system --no-create-home --home-dir /nonexistent \
-                --shell /usr/sbin/nologin --user-group "$PG_SYSTEM_USER" \
-                >/dev/null 2>&1 || true
-        elif command -v adduser >/dev/null 2>&1; then
-            adduser --system --no-create-home --group "$PG_SYSTEM_USER" \
-                >/dev/null 2>&1 || true
-        else
-            die "cannot create system user '$PG_SYSTEM_USER'"
-        fi
-        id -u "$PG_SYSTEM_USER" >/dev/null 2>&1 && return 0
-        sleep "0.$i"
-    done
-    die "could not create system user '$PG_SYSTEM_USER'"
-}
-
 # as_pg CMD [ARGS...]: run CMD as the server's user, from /.
 as_pg() {
     if [[ $IS_ROOT -eq 0 ]]; then
@@ -110,27 +93,6 @@ as_pg() {
     else
         (cd / && exec su -s /bin/sh "$PG_SYSTEM_USER" -c "$(printf '%q ' "$@")")
     fi
-}
-
-free_port() {
-    if command -v python3 >/dev/null 2>&1 && python3 -c '
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-' 2>/dev/null; then
-        return 0
-    fi
-    local port i
-    for i in $(seq 1 100); do
-        port=$(( 20000 + RANDOM % 40000 ))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            printf '%s\n' "$port"
-            return 0
-        fi
-    done
-    return 1
 }
 
 need_dir() {

@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use ms_smt::store::{MemoryStore, PostgresStore};
-use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
+use ms_smt::store::PostgresStore;
+use ms_smt::{CompactedTree, Key, Leaf};
 use sqlx::postgres::PgPoolOptions;
-use support::{hkey, pg_url, unique};
+use support::{hkey, pg_url, root_of, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -199,14 +199,6 @@ fn batch(tag: &str, round: u64, n: u64) -> Vec<(Key, Leaf)> {
             (hkey(tag, round * 10_000 + i), leaf)
         })
         .collect()
-}
-
-async fn root_of(batches: &[Vec<(Key, Leaf)>]) -> ComputedNode {
-    let tree = CompactedTree::new(MemoryStore::new());
-    for b in batches {
-        tree.insert_many(b.clone()).await.expect("memory");
-    }
-    tree.root().await.expect("root")
 }
 
 /// A store on a fresh pool through the proxy (no migration: the direct

@@ -694,6 +694,45 @@ fn to_pg(sql: &str) -> String {
     sql.replace('?', "$")
 }
 
+/// The campaign proper: `corruptions()` random corruptions of `$rows` (of
+/// namespace `$ns`, named `$name`), each applied inside a transaction on
+/// `$store` (statements turned into its dialect by `$sql`), checked by
+/// [`check_corrupted`] through a cold handle in that transaction, and rolled
+/// back.
+macro_rules! corrupt_and_roll_back {
+    ($store:expr, $L:ty, $seed:expr, $rows:expr, $root_hash:expr, $ns:expr, $name:expr, $model:expr, $tally:expr, $sql:expr) => {{
+        let mut rng = StdRng::seed_from_u64($seed);
+        let mut done = 0;
+        while done < corruptions() {
+            let Some(c) = draw(&mut rng, $rows) else {
+                continue;
+            };
+            let keys = sample_keys(&mut rng, $model, $name);
+            let mut conn = $store.pool().acquire().await.expect("conn");
+            let mut tx = conn.begin().await.expect("begin");
+            for (sql, args) in statements(&c, $rows, $root_hash, $ns, $name) {
+                let sql: String = ($sql)(sql);
+                let mut q = sqlx::query(&sql);
+                for a in args {
+                    q = match a {
+                        Arg::Int(v) => q.bind(v),
+                        Arg::Blob(v) => q.bind(v),
+                        Arg::Text(v) => q.bind(v),
+                    };
+                }
+                q.execute(&mut *tx).await.expect("corrupt");
+            }
+            {
+                let cold = $store.namespace($name).with_recent_nodes(0);
+                let tree = Tree::<_, $L>::new(cold.in_transaction(&mut tx));
+                check_corrupted(&tree, $model, &keys, &c, $tally).await;
+            }
+            tx.rollback().await.expect("rollback");
+            done += 1;
+        }
+    }};
+}
+
 async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed: u64) {
     let name = unique("corrupt");
     let tree = Tree::<_, L>::new(store.namespace(&name));
@@ -711,34 +750,18 @@ async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed
     .fetch_all(store.pool())
     .await
     .expect("rows");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut done = 0;
-    while done < corruptions() {
-        let Some(c) = draw(&mut rng, &rows) else {
-            continue;
-        };
-        let keys = sample_keys(&mut rng, &model, &name);
-        let mut conn = store.pool().acquire().await.expect("conn");
-        let mut tx = conn.begin().await.expect("begin");
-        for (sql, args) in statements(&c, &rows, &root_hash, ns, &name) {
-            let mut q = sqlx::query(sql);
-            for a in args {
-                q = match a {
-                    Arg::Int(v) => q.bind(v),
-                    Arg::Blob(v) => q.bind(v),
-                    Arg::Text(v) => q.bind(v),
-                };
-            }
-            q.execute(&mut *tx).await.expect("corrupt");
-        }
-        {
-            let cold = store.namespace(&name).with_recent_nodes(0);
-            let tree = Tree::<_, L>::new(cold.in_transaction(&mut tx));
-            check_corrupted(&tree, &model, &keys, &c, tally).await;
-        }
-        tx.rollback().await.expect("rollback");
-        done += 1;
-    }
+    corrupt_and_roll_back!(
+        store,
+        L,
+        seed,
+        &rows,
+        &root_hash,
+        ns,
+        &name,
+        &model,
+        tally,
+        str::to_owned
+    );
     // Every corruption was rolled back: the tree is whole again.
     assert_clean(&tree, &model, "sqlite after the campaign").await;
 }
@@ -764,35 +787,9 @@ async fn pg_campaign<L: Layout>(store: &PostgresStore, tally: &mut Tally, seed: 
         .into_iter()
         .map(|(p, d, b)| (p, i64::from(d), b))
         .collect();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut done = 0;
-    while done < corruptions() {
-        let Some(c) = draw(&mut rng, &rows) else {
-            continue;
-        };
-        let keys = sample_keys(&mut rng, &model, &name);
-        let mut conn = store.pool().acquire().await.expect("conn");
-        let mut tx = conn.begin().await.expect("begin");
-        for (sql, args) in statements(&c, &rows, &root_hash, ns, &name) {
-            let sql = to_pg(sql);
-            let mut q = sqlx::query(&sql);
-            for a in args {
-                q = match a {
-                    Arg::Int(v) => q.bind(v),
-                    Arg::Blob(v) => q.bind(v),
-                    Arg::Text(v) => q.bind(v),
-                };
-            }
-            q.execute(&mut *tx).await.expect("corrupt");
-        }
-        {
-            let cold = store.namespace(&name).with_recent_nodes(0);
-            let tree = Tree::<_, L>::new(cold.in_transaction(&mut tx));
-            check_corrupted(&tree, &model, &keys, &c, tally).await;
-        }
-        tx.rollback().await.expect("rollback");
-        done += 1;
-    }
+    corrupt_and_roll_back!(
+        store, L, seed, &rows, &root_hash, ns, &name, &model, tally, to_pg
+    );
     assert_clean(&tree, &model, "postgres after the campaign").await;
 }
 

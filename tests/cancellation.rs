@@ -236,13 +236,20 @@ async fn no_idle_transaction(admin: &sqlx::PgPool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_postgres() {
-    let Some(url) = pg_url("cancel_postgres") else {
-        return;
-    };
+/// The Postgres store and an admin pool on the same database, or `None`
+/// when the test skips.
+async fn pg_with_admin(test: &str) -> Option<(PostgresStore, sqlx::PgPool)> {
+    let url = pg_url(test)?;
     let store = PostgresStore::connect(&url).await.expect("connect");
     let admin = sqlx::PgPool::connect(&url).await.expect("admin");
+    Some((store, admin))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_postgres() {
+    let Some((store, admin)) = pg_with_admin("cancel_postgres").await else {
+        return;
+    };
     let ns = unique("cancel");
     let seen = campaign(
         "postgres",
@@ -254,16 +261,22 @@ async fn cancel_postgres() {
     println!("postgres: {seen:?}");
 }
 
+/// A tree on `store` seeded with 80 leaves of `tag`, and its model.
+async fn seeded<S: TreeStore>(store: S, tag: &str) -> (CompactedTree<S>, Model) {
+    let base = CompactedTree::new(store);
+    let model = applied(&Model::new(), &batch(tag, 0, 80));
+    base.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))
+        .await
+        .expect("seed");
+    (base, model)
+}
+
 /// The caller's-transaction mode: a dropped insert_many inside the host's
 /// transaction leaves that transaction usable; the host's commit then
 /// holds the old or the new root, and the audit is clean.
 async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
     let tag = unique("host");
-    let base = CompactedTree::new(store.namespace(ns));
-    let mut model = applied(&Model::new(), &batch(&tag, 0, 80));
-    base.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))
-        .await
-        .expect("seed");
+    let (base, mut model) = seeded(store.namespace(ns), &tag).await;
     let mut drops = 0;
     for k in 1.. {
         let b = batch(&tag, k as u64, 30);
@@ -320,18 +333,12 @@ async fn cancel_sqlite_host_transaction() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_postgres_host_transaction() {
-    let Some(url) = pg_url("cancel_postgres_host_transaction") else {
+    let Some((store, admin)) = pg_with_admin("cancel_postgres_host_transaction").await else {
         return;
     };
-    let store = PostgresStore::connect(&url).await.expect("connect");
-    let admin = sqlx::PgPool::connect(&url).await.expect("admin");
     let ns = unique("cancel_host");
     let tag = unique("host");
-    let base = CompactedTree::new(store.namespace(&ns));
-    let mut model = applied(&Model::new(), &batch(&tag, 0, 80));
-    base.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))
-        .await
-        .expect("seed");
+    let (base, mut model) = seeded(store.namespace(&ns), &tag).await;
     let mut drops = 0;
     for k in 1.. {
         let b = batch(&tag, k as u64, 30);

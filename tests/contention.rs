@@ -27,8 +27,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::io::BufRead;
 use std::process::Stdio;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -39,6 +38,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use support::child::{Target, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -88,12 +88,6 @@ fn batch(seed: u64, w: u64, b: u64) -> Vec<(Key, Leaf)> {
 // ---------------------------------------------------------------------------
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
-enum Target {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone)]
 struct ChildSpec {
     target: Target,
     namespace: String,
@@ -102,19 +96,11 @@ struct ChildSpec {
     batches: u64,
 }
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
-}
-
 /// Runs the writer when this process is one; returns false in the parent.
 async fn child_mode() -> bool {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
+    let Some(spec) = child_spec::<ChildSpec>(CHILD_ENV) else {
         return false;
     };
-    let spec: ChildSpec = serde_json::from_str(&spec).expect("child spec");
     match &spec.target {
         Target::Sqlite(path) => match SqliteStore::open(path).await {
             Ok(store) => {
@@ -422,6 +408,24 @@ fn seed() -> u64 {
     }
 }
 
+/// `writers` child processes write `MSSMT_CONTENTION_BATCHES` (default 20)
+/// batches each into a fresh namespace of `target`; the final tree, read
+/// through `store_of(namespace)`, must hold every acknowledged batch.
+async fn contend<S: TreeStore>(
+    test: &str,
+    target: Target,
+    writers: u64,
+    store_of: impl Fn(&str) -> S,
+    started: Instant,
+) {
+    let namespace = unique("contention");
+    let seed = seed();
+    let batches = count_from_env("MSSMT_CONTENTION_BATCHES", 20);
+    let reports = run_writers(test, target, &namespace, seed, writers, batches).await;
+    let tree = CompactedTree::new(store_of(&namespace));
+    check_final(test, &tree, seed, &reports, started).await;
+}
+
 #[tokio::test]
 async fn sqlite_processes() {
     if child_mode().await {
@@ -430,21 +434,16 @@ async fn sqlite_processes() {
     let started = Instant::now();
     let file = TempDb::new("contention");
     let store = SqliteStore::open(&file.path).await.expect("create");
-    let namespace = unique("contention");
-    let seed = seed();
     let writers = count_from_env("MSSMT_CONTENTION_SQLITE_WRITERS", 4);
-    let batches = count_from_env("MSSMT_CONTENTION_BATCHES", 20);
-    let reports = run_writers(
+    let target = Target::Sqlite(file.path.clone());
+    contend(
         "sqlite_processes",
-        Target::Sqlite(file.path.clone()),
-        &namespace,
-        seed,
+        target,
         writers,
-        batches,
+        |ns| store.namespace(ns),
+        started,
     )
     .await;
-    let tree = CompactedTree::new(store.namespace(&namespace));
-    check_final("sqlite_processes", &tree, seed, &reports, started).await;
 }
 
 #[tokio::test]
@@ -457,19 +456,14 @@ async fn postgres_connections() {
     };
     let started = Instant::now();
     let store = PostgresStore::connect(&url).await.expect("connect");
-    let namespace = unique("contention");
-    let seed = seed();
     let writers = count_from_env("MSSMT_CONTENTION_PG_WRITERS", 8);
-    let batches = count_from_env("MSSMT_CONTENTION_BATCHES", 20);
-    let reports = run_writers(
+    let target = Target::Postgres(url);
+    contend(
         "postgres_connections",
-        Target::Postgres(url),
-        &namespace,
-        seed,
+        target,
         writers,
-        batches,
+        |ns| store.namespace(ns),
+        started,
     )
     .await;
-    let tree = CompactedTree::new(store.namespace(&namespace));
-    check_final("postgres_connections", &tree, seed, &reports, started).await;
 }

@@ -41,7 +41,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -51,6 +50,7 @@ use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+use support::child::{Target, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -149,12 +149,6 @@ impl Model {
 // ---------------------------------------------------------------------------
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
-enum Target {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone)]
 struct ChildSpec {
     target: Target,
     namespace: String,
@@ -162,20 +156,11 @@ struct ChildSpec {
     start: u64,
 }
 
-/// One line to the parent; a closed pipe ends the child.
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
-}
-
 /// Runs the child when this process is one; returns false in the parent.
 async fn child_mode() -> bool {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
+    let Some(spec) = child_spec::<ChildSpec>(CHILD_ENV) else {
         return false;
     };
-    let spec: ChildSpec = serde_json::from_str(&spec).expect("child spec");
     match &spec.target {
         Target::Sqlite(path) => match SqliteStore::open(path).await {
             Ok(store) => {
@@ -657,9 +642,10 @@ async fn campaign(test: &str, mut mode: Mode, rounds: usize) -> Figures {
         // A fresh handle: the stored root, the leaves, the audit.
         let in_batch = said.in_batch();
         let checked = Instant::now();
-        match &mode {
-            Mode::Sqlite(path) => {
-                let store = SqliteStore::open(path).await.expect("reopen sqlite");
+        // Verifies the namespace through `$store`, then closes it.
+        macro_rules! verify_through {
+            ($store:expr) => {{
+                let store = $store;
                 verify(
                     &what,
                     &CompactedTree::new(store.namespace(&namespace)),
@@ -669,35 +655,25 @@ async fn campaign(test: &str, mut mode: Mode, rounds: usize) -> Figures {
                 )
                 .await;
                 store.pool().close().await;
+            }};
+        }
+        match &mode {
+            Mode::Sqlite(path) => {
+                verify_through!(SqliteStore::open(path).await.expect("reopen sqlite"));
             }
             Mode::PgClient(url) => {
                 let store = PostgresStore::connect(url)
                     .await
                     .expect("reconnect postgres");
                 linger(&what, store.pool(), &app, &mut fig).await;
-                verify(
-                    &what,
-                    &CompactedTree::new(store.namespace(&namespace)),
-                    &mut model,
-                    in_batch,
-                    &mut fig,
-                )
-                .await;
-                store.pool().close().await;
+                verify_through!(store);
             }
             Mode::PgServer(cluster) => {
-                let store = PostgresStore::connect(&cluster.url)
-                    .await
-                    .expect("reconnect postgres");
-                verify(
-                    &what,
-                    &CompactedTree::new(store.namespace(&namespace)),
-                    &mut model,
-                    in_batch,
-                    &mut fig,
-                )
-                .await;
-                store.pool().close().await;
+                verify_through!(
+                    PostgresStore::connect(&cluster.url)
+                        .await
+                        .expect("reconnect postgres")
+                );
             }
         }
         if verbose {

@@ -16,10 +16,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use ms_smt::failpoint::{Action, POINTS, arm, disarm};
-use ms_smt::store::{MemoryStore, PostgresStore, SqlStoreError, SqliteStore, TreeStore};
+use ms_smt::store::{PostgresStore, SqlStoreError, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, TreeError};
 use sqlx::Connection;
-use support::{TempDb, hkey, pg_url, unique};
+use support::{TempDb, hkey, pg_url, root_of, unique};
 
 /// Polls a future, turning a panic into `Err(())`.
 struct CatchUnwind<F>(Pin<Box<F>>);
@@ -45,13 +45,46 @@ fn batch(tag: &str, round: u64) -> Vec<(Key, Leaf)> {
         .collect()
 }
 
-/// The root of `batches` applied in order to an empty tree.
-async fn root_of(batches: &[Vec<(Key, Leaf)>]) -> ComputedNode {
-    let tree = CompactedTree::new(MemoryStore::new());
-    for b in batches {
-        tree.insert_many(b.clone()).await.expect("memory");
-    }
-    tree.root().await.expect("root")
+/// Seeds the tree of namespace `ns` with its first batch; returns the
+/// batches applied so far, the batch the fault will hit, and the roots
+/// before and after that batch.
+async fn seed<S: TreeStore>(
+    tree: &CompactedTree<S>,
+    ns: &str,
+) -> (
+    Vec<Vec<(Key, Leaf)>>,
+    Vec<(Key, Leaf)>,
+    ComputedNode,
+    ComputedNode,
+) {
+    let applied = vec![batch(ns, 0)];
+    tree.insert_many(applied[0].clone()).await.expect("seed");
+    let old = root_of(&applied).await;
+    let b = batch(ns, 1);
+    let new = root_of(&[applied[0].clone(), b.clone()]).await;
+    (applied, b, old, new)
+}
+
+/// Once the fault is gone: the audit is clean and the next write succeeds
+/// on top of the `applied` batches.
+async fn recovers<S: TreeStore>(
+    tree: &CompactedTree<S>,
+    ns: &str,
+    what: &str,
+    mut applied: Vec<Vec<(Key, Leaf)>>,
+) {
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    let next = batch(ns, 2);
+    tree.insert_many(next.clone())
+        .await
+        .expect("the next write");
+    applied.push(next);
+    assert_eq!(
+        tree.root().await.expect("root"),
+        root_of(&applied).await,
+        "{what}"
+    );
 }
 
 /// What a faulted write returned.
@@ -116,11 +149,7 @@ async fn pool_faults<S: TreeStore<Error = SqlStoreError> + NoMemory + 'static>(
             let ns = unique(&format!("{store_name}-{point}"));
             let what = format!("{store_name} pool {point} {action:?}");
             let tree = CompactedTree::new(make(&ns));
-            let mut applied = vec![batch(&ns, 0)];
-            tree.insert_many(applied[0].clone()).await.expect("seed");
-            let old = root_of(&applied).await;
-            let b = batch(&ns, 1);
-            let new = root_of(&[applied[0].clone(), b.clone()]).await;
+            let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let faulted = CompactedTree::new(make(&ns));
             let r = CatchUnwind(Box::pin(faulted.insert_many(b.clone()))).await;
@@ -131,19 +160,7 @@ async fn pool_faults<S: TreeStore<Error = SqlStoreError> + NoMemory + 'static>(
             if check_root(&what, point, &out, root, old, new) {
                 applied.push(b);
             }
-            let report = fresh.audit().await.expect("audit");
-            assert!(report.is_clean(), "{what}: {:?}", report.problems);
-            let next = batch(&ns, 2);
-            fresh
-                .insert_many(next.clone())
-                .await
-                .expect("the next write");
-            applied.push(next);
-            assert_eq!(
-                fresh.root().await.expect("root"),
-                root_of(&applied).await,
-                "{what}"
-            );
+            recovers(&fresh, &ns, &what, applied).await;
             faults += 1;
         }
     }
@@ -197,11 +214,7 @@ async fn faults_sqlite_host_transaction() {
             let ns = unique(&format!("sqlite-tx-{point}"));
             let what = format!("sqlite host transaction {point} {action:?}");
             let tree = CompactedTree::new(store.namespace(&ns).with_recent_nodes(0));
-            let mut applied = vec![batch(&ns, 0)];
-            tree.insert_many(applied[0].clone()).await.expect("seed");
-            let old = root_of(&applied).await;
-            let b = batch(&ns, 1);
-            let new = root_of(&[applied[0].clone(), b.clone()]).await;
+            let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let mut conn = store.pool().acquire().await.expect("conn");
             let mut tx = conn.begin().await.expect("begin");
@@ -227,18 +240,7 @@ async fn faults_sqlite_host_transaction() {
             if root == new {
                 applied.push(b);
             }
-            let report = tree.audit().await.expect("audit");
-            assert!(report.is_clean(), "{what}: {:?}", report.problems);
-            let next = batch(&ns, 2);
-            tree.insert_many(next.clone())
-                .await
-                .expect("the next write");
-            applied.push(next);
-            assert_eq!(
-                tree.root().await.expect("root"),
-                root_of(&applied).await,
-                "{what}"
-            );
+            recovers(&tree, &ns, &what, applied).await;
             faults += 1;
         }
     }
@@ -257,11 +259,7 @@ async fn faults_postgres_host_transaction() {
             let ns = unique(&format!("pg-tx-{point}"));
             let what = format!("postgres host transaction {point} {action:?}");
             let tree = CompactedTree::new(store.namespace(&ns).with_recent_nodes(0));
-            let mut applied = vec![batch(&ns, 0)];
-            tree.insert_many(applied[0].clone()).await.expect("seed");
-            let old = root_of(&applied).await;
-            let b = batch(&ns, 1);
-            let new = root_of(&[applied[0].clone(), b.clone()]).await;
+            let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let mut tx = store.pool().begin().await.expect("begin");
             let out = {
@@ -286,18 +284,7 @@ async fn faults_postgres_host_transaction() {
             if root == new {
                 applied.push(b);
             }
-            let report = tree.audit().await.expect("audit");
-            assert!(report.is_clean(), "{what}: {:?}", report.problems);
-            let next = batch(&ns, 2);
-            tree.insert_many(next.clone())
-                .await
-                .expect("the next write");
-            applied.push(next);
-            assert_eq!(
-                tree.root().await.expect("root"),
-                root_of(&applied).await,
-                "{what}"
-            );
+            recovers(&tree, &ns, &what, applied).await;
             faults += 1;
         }
     }

@@ -18,6 +18,8 @@
 //!   (or both overflow); a wrong new root, old leaf or batch is rejected.
 //! * `garbage_never_panics`: arbitrary and mutated bytes.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 
@@ -30,6 +32,8 @@ use ms_smt::{NodeCache, NodeSource};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use support::proptest_config;
+use support::recipes::{KeyR, flip, key_r_with};
 
 const CASES: u32 = if cfg!(debug_assertions) { 8 } else { 256 };
 const SMALL_MAX: u64 = 1 << 32;
@@ -38,12 +42,7 @@ const HEADER: usize = 24;
 const NODE: usize = 40;
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 256,
-        ..ProptestConfig::default()
-    }
+    proptest_config(cases, 256)
 }
 
 fn run<F: Future>(f: F) -> F::Output {
@@ -61,14 +60,6 @@ fn fail(e: impl std::fmt::Debug) -> TestCaseError {
 // Generators
 // ---------------------------------------------------------------------------
 
-/// A key: fresh, or an earlier key (or the base) with 1-3 bits flipped,
-/// favouring bits 0 and 255, so keys share long prefixes.
-#[derive(Clone, Debug)]
-enum KeyR {
-    Fresh([u8; 32]),
-    Near(usize, Vec<usize>),
-}
-
 fn bit_pos() -> impl Strategy<Value = usize> {
     prop_oneof![
         Just(0usize),
@@ -79,18 +70,10 @@ fn bit_pos() -> impl Strategy<Value = usize> {
     ]
 }
 
+/// A key: fresh, or an earlier key (or the base) with 1-3 bits flipped,
+/// favouring bits 0 and 255, so keys share long prefixes.
 fn key_r() -> impl Strategy<Value = KeyR> {
-    prop_oneof![
-        1 => any::<[u8; 32]>().prop_map(KeyR::Fresh),
-        3 => (any::<usize>(), vec(bit_pos(), 1..=3)).prop_map(|(i, b)| KeyR::Near(i, b)),
-    ]
-}
-
-fn flip(mut key: Key, bits: &[usize]) -> Key {
-    for &b in bits {
-        key.0[b / 8] ^= 1 << (b % 8);
-    }
-    key
+    key_r_with(bit_pos())
 }
 
 fn near(base: Key, from: &[Key], r: &KeyR) -> Key {

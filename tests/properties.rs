@@ -15,6 +15,8 @@
 //! overflow error mentioning "integer overflow" and leave the store's rows and
 //! root untouched.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::RangeInclusive;
@@ -33,6 +35,8 @@ use ms_smt::{
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use support::proptest_config;
+use support::recipes::{LeafR, bit_pos, flip, key_r, materialize_keys};
 
 // ---------------------------------------------------------------------------
 // Configuration and generators
@@ -45,13 +49,7 @@ const CASES: u32 = if cfg!(debug_assertions) { 16 } else { 64 };
 const PROOF_CASES: u32 = if cfg!(debug_assertions) { 64 } else { 256 };
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        // Do not write proptest-regressions files into the repository.
-        failure_persistence: None,
-        max_shrink_iters: 512,
-        ..ProptestConfig::default()
-    }
+    proptest_config(cases, 512)
 }
 
 const SMALL_MAX: u64 = 1 << 32;
@@ -64,68 +62,6 @@ fn run<F: Future>(f: F) -> F::Output {
         .build()
         .expect("tokio runtime")
         .block_on(f)
-}
-
-/// A key recipe: fully random, or a few bits of an earlier key (or the
-/// case's base key) flipped, so keys share long prefixes and suffixes.
-#[derive(Clone, Debug)]
-enum KeyR {
-    Fresh([u8; 32]),
-    Near(usize, Vec<usize>),
-}
-
-/// A leaf recipe: delete, one of the case's shared leaves, or a new leaf.
-#[derive(Clone, Debug)]
-enum LeafR {
-    Empty,
-    Pooled(usize),
-    Fresh(Vec<u8>, u64),
-}
-
-/// Bit positions to flip: favours bit 0 (the root's split), bit 255 (the
-/// last split), the first and last bytes and each byte's top bit.
-fn bit_pos() -> impl Strategy<Value = usize> {
-    prop_oneof![
-        Just(0usize),
-        Just(255usize),
-        0usize..8,
-        248usize..256,
-        (0usize..32).prop_map(|b| b * 8 + 7),
-        0usize..256,
-    ]
-}
-
-fn key_r() -> impl Strategy<Value = KeyR> {
-    prop_oneof![
-        1 => any::<[u8; 32]>().prop_map(KeyR::Fresh),
-        3 => (any::<usize>(), vec(bit_pos(), 1..=3)).prop_map(|(i, b)| KeyR::Near(i, b)),
-    ]
-}
-
-fn flip(mut key: Key, bits: &[usize]) -> Key {
-    for &b in bits {
-        key.0[b / 8] ^= 1 << (b % 8);
-    }
-    key
-}
-
-fn materialize_keys(base: [u8; 32], recipes: &[KeyR]) -> Vec<Key> {
-    let mut out: Vec<Key> = Vec::with_capacity(recipes.len());
-    for r in recipes {
-        let key = match r {
-            KeyR::Fresh(bytes) => Key(*bytes),
-            KeyR::Near(i, bits) => {
-                let from = if out.is_empty() {
-                    Key(base)
-                } else {
-                    out[i % out.len()]
-                };
-                flip(from, bits)
-            }
-        };
-        out.push(key);
-    }
-    out
 }
 
 /// Mostly small sums in `[0, 2^32]`, some zeros, and with weight `big` (out

@@ -45,74 +45,47 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use support::model::{self, Model, TreeKey};
 use support::stores::{SqliteDb, pg_store};
-use support::{hkey, unique};
+use support::suite::{TestStore, count_rows};
+use support::{fail, hkey, proptest_config, runtime, unique};
 
 // ---------------------------------------------------------------------------
 // Stores
 // ---------------------------------------------------------------------------
 
-/// What the scenarios need of a store.
-trait UStore: TreeStore + PinStore + BulkStore + Clone + Send + Sync + 'static {
-    const KIND: &'static str;
-    /// Another namespace of the same database.
-    fn handle(&self, ns: &str) -> Self;
+/// What the scenarios need of a store beyond the store suite's
+/// [`TestStore`] (its `KIND` and `handle`).
+trait UStore: TestStore + PinStore + BulkStore {
     /// What pins keep beside the current trees: history rows of the
     /// namespace (SQL), or stored nodes (memory).
     fn kept(&self) -> impl Future<Output = usize> + Send;
 }
 
 impl UStore for MemoryStore {
-    const KIND: &'static str = "memory";
-    fn handle(&self, ns: &str) -> Self {
-        self.namespace(ns).expect("memory namespace")
-    }
     async fn kept(&self) -> usize {
         self.node_count().expect("node count")
     }
 }
 
 impl UStore for SqliteStore {
-    const KIND: &'static str = "sqlite";
-    fn handle(&self, ns: &str) -> Self {
-        self.namespace(ns)
-    }
     async fn kept(&self) -> usize {
-        let n: i64 = sqlx::query_scalar(
+        count_rows!(
+            self,
             "SELECT COUNT(*) FROM ms_smt_history h JOIN ms_smt_namespaces n ON n.id = h.ns \
              WHERE n.name = ?",
+            "count history"
         )
-        .bind(self.namespace_name())
-        .fetch_one(self.pool())
-        .await
-        .expect("count history");
-        usize::try_from(n).expect("count")
     }
 }
 
 impl UStore for PostgresStore {
-    const KIND: &'static str = "postgres";
-    fn handle(&self, ns: &str) -> Self {
-        self.namespace(ns)
-    }
     async fn kept(&self) -> usize {
-        let n: i64 = sqlx::query_scalar(
+        count_rows!(
+            self,
             "SELECT COUNT(*) FROM ms_smt_history h JOIN ms_smt_namespaces n ON n.id = h.ns \
              WHERE n.name = $1",
+            "count history"
         )
-        .bind(self.namespace_name())
-        .fetch_one(self.pool())
-        .await
-        .expect("count history");
-        usize::try_from(n).expect("count")
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
 }
 
 /// Runs `$scenario(store)` (an async fn over [`UStore`]) on memory,
@@ -249,17 +222,8 @@ async fn write<S: TreeStore, L: Layout>(
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> TestCaseError {
-    TestCaseError::fail(e.to_string())
-}
-
 fn config(cases: u32) -> Config {
-    Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 64,
-        ..Config::default()
-    }
+    proptest_config(cases, 64)
 }
 
 /// Proptest cases per store: fewer on the SQL stores, whose tree builds

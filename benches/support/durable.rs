@@ -64,3 +64,22 @@ pub async fn durable_postgres(url: &str) -> Result<PostgresStore, Box<dyn Error>
     }
     Ok(pg)
 }
+
+/// The durable Postgres of `MSSMT_BENCH_PG_URL` (panicking on one without
+/// fsync), or `None` after saying that the Postgres benches are skipped.
+#[allow(dead_code)] // the benches' entry point; the examples handle errors themselves
+pub fn durable_postgres_or_skip(rt: &tokio::runtime::Runtime) -> Option<PostgresStore> {
+    match bench_pg_url() {
+        Some(url) => Some(
+            rt.block_on(durable_postgres(&url))
+                .expect("a durable Postgres at MSSMT_BENCH_PG_URL"),
+        ),
+        None => {
+            eprintln!(
+                "postgres benches SKIPPED: MSSMT_BENCH_PG_URL is not set (a server with fsync on; \
+                 see benches/support/durable.rs)"
+            );
+            None
+        }
+    }
+}

@@ -377,21 +377,15 @@ where
             "{file_name} valid[{i}] {label} path={path} ({})",
             case.comment
         );
-        let res = match fresh().await {
-            Ok(tree) => replay_valid(&tree, &all, case, path).await,
-            Err(e) => Err(e),
+        let res = async { replay_valid(&fresh().await?, &all, case, path).await }.await;
+        let (proofs_checked, failure) = match res {
+            Ok(n) => (n, None),
+            Err(e) => (0, Some(e)),
         };
-        out.push(match res {
-            Ok(n) => CaseResult {
-                name,
-                failure: None,
-                proofs_checked: n,
-            },
-            Err(e) => CaseResult {
-                name,
-                failure: Some(e),
-                proofs_checked: 0,
-            },
+        out.push(CaseResult {
+            name,
+            failure,
+            proofs_checked,
         });
     }
     for (i, case) in file.error_test_cases.iter().flatten().enumerate() {
@@ -399,10 +393,7 @@ where
             "{file_name} error[{i}] {label} path={path} ({})",
             case.comment
         );
-        let res = match fresh().await {
-            Ok(tree) => replay_error(&tree, &all, case, path).await,
-            Err(e) => Err(e),
-        };
+        let res = async { replay_error(&fresh().await?, &all, case, path).await }.await;
         out.push(CaseResult {
             name,
             failure: res.err(),

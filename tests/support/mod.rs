@@ -3,15 +3,21 @@
 //! `MSSMT_REQUIRE_PG=1`).
 #![allow(dead_code)] // each test crate uses its own part of this module
 
+pub mod child;
 pub mod model;
+pub mod recipes;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod stores;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub mod suite;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ms_smt::Key;
+use ms_smt::store::MemoryStore;
 use ms_smt::test_utils::sha256;
+use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
+use proptest::test_runner::TestCaseError;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -80,5 +86,40 @@ pub fn pg_url(test: &str) -> Option<String> {
             );
             None
         }
+    }
+}
+
+/// The root of `batches` applied in order to an empty compacted memory tree.
+pub async fn root_of(batches: &[Vec<(Key, Leaf)>]) -> ComputedNode {
+    let tree = CompactedTree::new(MemoryStore::new());
+    for b in batches {
+        tree.insert_many(b.clone()).await.expect("memory");
+    }
+    tree.root().await.expect("root")
+}
+
+/// A multi-threaded runtime with two workers, for tests that drive async
+/// scenarios from a synchronous proptest runner.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A proptest failure carrying `e`'s message.
+pub fn fail(e: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
+/// Proptest settings: `cases` cases, at most `max_shrink_iters` shrinking
+/// steps, and no `proptest-regressions` files written into the repository.
+pub fn proptest_config(cases: u32, max_shrink_iters: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters,
+        ..proptest::test_runner::Config::default()
     }
 }
