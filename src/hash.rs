@@ -53,6 +53,7 @@ thread_local! {
 /// Benches and tests read it before and after an operation to check that each
 /// touched node is hashed once. It is per thread so concurrent tests do not
 /// disturb each other; a thread-local cell costs about a nanosecond.
+#[cfg_attr(not(feature = "test-utils"), allow(dead_code))]
 pub fn hash_calls() -> u64 {
     HASH_CALLS.with(Cell::get)
 }
@@ -99,6 +100,7 @@ pub fn leaf_hash(value: &[u8], sum: u64) -> Hash {
 }
 
 /// Plain SHA-256 of a byte string; the floor bench compares it with [`branch_hash`].
+#[cfg_attr(not(feature = "test-utils"), allow(dead_code))]
 pub fn sha256(data: &[u8]) -> Hash {
     count_call();
     Hash(Sha256::digest(data).into())

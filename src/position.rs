@@ -51,6 +51,21 @@ impl Position {
         &self.path
     }
 
+    /// The last key under this position in tree order: its path with
+    /// every bit from its level down set (the first is [`path`](Self::path)).
+    pub fn last_key(&self) -> Key {
+        let mut key = self.path;
+        let level = self.level();
+        if level < MAX_LEVEL {
+            let first = level / 8;
+            key.0[first] |= 0xffu8.wrapping_shl((level % 8) as u32);
+            for b in key.0.iter_mut().skip(first.saturating_add(1)) {
+                *b = 0xff;
+            }
+        }
+        key
+    }
+
     /// The child position on side `right` (this position must be above 256).
     pub fn child(&self, right: bool) -> Position {
         let level = self.level();

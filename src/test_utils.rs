@@ -6,4 +6,4 @@ pub use crate::empty::empty_hash;
 pub use crate::hash::{branch_hash, hash_calls, leaf_hash, sha256};
 pub use crate::key::MAX_LEVEL;
 pub use crate::strata::Row;
-pub use crate::tree::EXCLUSIVE_AFTER;
+pub use crate::tree::handle::EXCLUSIVE_AFTER;

@@ -4,7 +4,7 @@
 
 use crate::descent::{self, NodeCache};
 use crate::empty::is_empty_hash;
-use crate::error::{PlanError, TreeError};
+use crate::error::TreeError;
 use crate::key::Key;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
@@ -39,13 +39,9 @@ pub(crate) async fn write_planned<S: TreeStore>(
             })
             .collect();
         let nodes = store
-            .fetch_key_paths(ReadAt::Current, &starts, siblings)
+            .read_paths(ReadAt::Current, &starts, siblings)
             .await
-            .map_err(TreeError::Store)?
-            .ok_or(PlanError::MissingNode {
-                hash: root.hash,
-                level: 0,
-            })?;
+            .map_err(TreeError::Store)?;
         cache.extend(nodes);
     }
     let update = descent::plan_items(kind, &cache, root, &items)?;
@@ -54,7 +50,7 @@ pub(crate) async fn write_planned<S: TreeStore>(
     }
     match store.commit(&update).await.map_err(TreeError::Store)? {
         CommitOutcome::Committed => {
-            if let Some(recent) = store.recent_nodes() {
+            if let Some(recent) = store.recent_nodes(false) {
                 recent.remember_written(&update.inserts);
             }
             Ok(update.new_root)

@@ -11,13 +11,21 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore,
 };
-use crate::audit::nodes::NodeScan;
+use crate::audit::nodes::{NodeScan, audit_nodes};
+use crate::audit::report::AuditReport;
 use crate::descent::UpdateBatch;
 use crate::empty::is_empty_hash;
 use crate::hash::Hash;
+use crate::key::Key;
 use crate::key::MAX_LEVEL;
+use crate::layout::LayoutKind;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
+use crate::position::Position;
+
+/// Nodes one "row" of an in-order read stands for (a 16-ary strata row
+/// holds up to 30), so `limit` means the same on every store.
+const NODES_PER_ROW: usize = 16;
 
 /// Errors of the in-memory store.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,6 +84,41 @@ impl Default for Space {
 }
 
 impl Space {
+    /// The nodes an in-order walk of the subtree `from` needs next (see
+    /// [`TreeStore::read_in_order`]): depth first in tree order from
+    /// `from`, skipping subtrees wholly before `probe`, stopping at `until`
+    /// or after about `limit` rows' worth of nodes.
+    fn in_order(
+        &self,
+        from: (Position, Hash),
+        probe: &Key,
+        until: Option<&Key>,
+        limit: usize,
+    ) -> Vec<(Hash, Node)> {
+        let budget = limit.saturating_mul(NODES_PER_ROW).max(NODES_PER_ROW);
+        let mut out = Vec::new();
+        let mut stack = vec![from];
+        while let Some((pos, hash)) = stack.pop() {
+            if out.len() >= budget || until.is_some_and(|u| pos.path().tree_cmp(u).is_ge()) {
+                break;
+            }
+            if is_empty_hash(pos.level(), &hash) || pos.last_key().tree_cmp(probe).is_lt() {
+                continue;
+            }
+            let Some(entry) = self.nodes.get(&hash) else {
+                continue;
+            };
+            out.push((hash, entry.node.clone()));
+            if let Node::Branch { left, right, .. } = &entry.node
+                && pos.level() < MAX_LEVEL
+            {
+                stack.push((pos.child(true), *right));
+                stack.push((pos.child(false), *left));
+            }
+        }
+        out
+    }
+
     /// The root of the tree `at` names.
     fn root_at(&self, at: ReadAt) -> Result<ComputedNode, MemoryError> {
         match at {
@@ -174,6 +217,22 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// The root record, every stored node with its reference count, and
+    /// the pinned roots, from one snapshot: what [`audit_nodes`] checks.
+    pub fn scan_nodes(&self) -> Result<NodeScan, MemoryError> {
+        let space = self.read()?;
+        let nodes = space
+            .nodes
+            .iter()
+            .map(|(h, e)| (*h, e.node.clone(), e.refs))
+            .collect();
+        Ok(NodeScan {
+            root: space.root,
+            nodes,
+            pinned: space.pins.values().map(|p| p.root).collect(),
+        })
+    }
+
     /// A new, empty database, opened at the namespace `"default"`.
     pub fn new() -> Self {
         let db: Arc<Mutex<Namespaces>> = Arc::default();
@@ -306,27 +365,12 @@ impl TreeStore for MemoryStore {
         Ok(self.read()?.root)
     }
 
-    async fn fetch_nodes(&self, hashes: &[Hash]) -> Result<Vec<(Hash, Node)>, MemoryError> {
-        self.counters.round_trip(1);
-        let space = self.read()?;
-        let out: Vec<(Hash, Node)> = hashes
-            .iter()
-            .filter_map(|h| space.nodes.get(h).map(|e| (*h, e.node.clone())))
-            .collect();
-        self.counters.read(out.len() as u64);
-        Ok(out)
-    }
-
-    fn supports_key_paths(&self) -> bool {
-        true
-    }
-
-    async fn fetch_key_paths(
+    async fn read_paths(
         &self,
         _at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> Result<Option<Vec<(Hash, Node)>>, MemoryError> {
+    ) -> Result<Vec<(Hash, Node)>, MemoryError> {
         self.counters.round_trip(1);
         let space = self.read()?;
         let mut out = Vec::new();
@@ -352,7 +396,37 @@ impl TreeStore for MemoryStore {
             }
         }
         self.counters.read(out.len() as u64);
-        Ok(Some(out))
+        Ok(out)
+    }
+
+    async fn read_positions(
+        &self,
+        _at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Result<Vec<(Hash, Node)>, MemoryError> {
+        self.counters.round_trip(1);
+        let space = self.read()?;
+        let out: Vec<(Hash, Node)> = nodes
+            .iter()
+            .filter_map(|(_, h)| space.nodes.get(h).map(|e| (*h, e.node.clone())))
+            .collect();
+        self.counters.read(out.len() as u64);
+        Ok(out)
+    }
+
+    async fn read_in_order(
+        &self,
+        _at: ReadAt,
+        from: (Position, Hash),
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Hash, Node)>, MemoryError> {
+        self.counters.round_trip(1);
+        let space = self.read()?;
+        let out = space.in_order(from, &probe, until.as_ref(), limit);
+        self.counters.read(out.len() as u64);
+        Ok(out)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, MemoryError> {
@@ -391,18 +465,8 @@ impl TreeStore for MemoryStore {
         self.counters.snapshot()
     }
 
-    async fn scan_nodes(&self) -> Result<Option<NodeScan>, MemoryError> {
-        let space = self.read()?;
-        let nodes = space
-            .nodes
-            .iter()
-            .map(|(h, e)| (*h, e.node.clone(), e.refs))
-            .collect();
-        Ok(Some(NodeScan {
-            root: space.root,
-            nodes,
-            pinned: space.pins.values().map(|p| p.root).collect(),
-        }))
+    async fn audit(&self, kind: LayoutKind) -> Result<Option<AuditReport>, MemoryError> {
+        Ok(Some(audit_nodes(kind, &self.scan_nodes()?)))
     }
 }
 

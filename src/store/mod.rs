@@ -26,6 +26,7 @@
 //! the atomic swap that publishes an import.
 
 mod counters;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod locked;
 mod memory;
 #[cfg(feature = "sqlite")]

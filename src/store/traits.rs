@@ -3,8 +3,7 @@
 
 use std::future::Future;
 
-use crate::audit::nodes::NodeScan;
-use crate::audit::rows::RowSink;
+use crate::audit::report::AuditReport;
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::hash::Hash;
@@ -59,9 +58,13 @@ pub enum CommitOutcome {
     },
 }
 
-/// A node store holding one tree (one namespace).
+/// A node store holding one tree (one namespace): what the tree reads and
+/// the one atomic commit it writes.
 ///
-/// Implementations must make [`commit`](TreeStore::commit) atomic: it either
+/// Every read is one round trip and answers with nodes keyed by hash; the
+/// tree looks each node up by the hash its parent holds, so a store may
+/// return more than asked (whole rows) and a node that changed meanwhile
+/// is simply not found. [`commit`](TreeStore::commit) must be atomic: it
 /// applies the whole batch and moves the root, or writes nothing.
 pub trait TreeStore: Send + Sync {
     /// The store's own error type.
@@ -70,96 +73,42 @@ pub trait TreeStore: Send + Sync {
     /// The current root; the empty tree's root when nothing is stored.
     fn load_root(&self) -> impl Future<Output = Result<ComputedNode, Self::Error>> + Send;
 
-    /// The nodes stored under `hashes` (one round trip). Hashes not found
-    /// are simply absent from the result.
-    fn fetch_nodes(
-        &self,
-        hashes: &[Hash],
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
-
-    /// True when the store implements [`fetch_key_paths`](Self::fetch_key_paths).
-    fn supports_key_paths(&self) -> bool {
-        false
-    }
-
-    /// True when the store files nodes by position, not by hash (the SQL
-    /// strata layout): the tree then reads every key's path with one
-    /// [`fetch_key_paths`](Self::fetch_key_paths) call from the root (or
-    /// from where remembered nodes end) and never calls
-    /// [`fetch_nodes`](Self::fetch_nodes). Such stores return each path's
-    /// nodes with the off-path children of every branch passed.
-    fn reads_by_position(&self) -> bool {
-        false
-    }
-
     /// Follows each start's key from its node down to where the path ends
-    /// (a leaf, a compacted leaf, or an empty child) in one round trip, and
-    /// returns every node on the way; with `siblings`, also the off-path
-    /// child of every branch passed. The walk is bounded by the tree depth.
-    /// Stores that cannot do this server-side return `Ok(None)` and the tree
-    /// reads level by level instead.
-    ///
-    /// `at` names the tree: hash-keyed stores may ignore it (the start
-    /// hashes already pin the tree down); position-keyed stores read the
-    /// rows that were current at that version.
-    fn fetch_key_paths(
+    /// (a leaf, a compacted leaf, or an empty child) and returns every node
+    /// on the way; with `siblings`, also the off-path child of every branch
+    /// passed. `at` names the tree (the start hashes already pin it down in
+    /// a hash-keyed store; a position-keyed store reads the rows current at
+    /// that version).
+    fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
-        let _ = (at, starts, siblings);
-        async { Ok(None) }
-    }
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
 
     /// At least the node at each of `nodes` (a position with the hash the
-    /// caller expects there), in one round trip, for walks that expand a
-    /// tree a few nodes at a time (diff, sync, subtree reads). Stores may
-    /// return more: the SQL stores return the whole row holding each
-    /// position (up to a row's height of levels below it). The caller looks
-    /// nodes up by hash, so a node that changed is simply not found.
-    ///
-    /// The default reads by hash ([`fetch_nodes`](Self::fetch_nodes)),
-    /// which is right for any store that keeps the nodes of the tree `at`
-    /// names.
-    fn fetch_positions(
+    /// caller expects there), for walks that expand a tree a few nodes at
+    /// a time (diff, sync, export). Position-keyed stores return the whole
+    /// row holding each position.
+    fn read_positions(
         &self,
         at: ReadAt,
         nodes: &[(Position, Hash)],
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send {
-        let _ = at;
-        let hashes: Vec<Hash> = nodes.iter().map(|(_, h)| *h).collect();
-        async move { self.fetch_nodes(&hashes).await }
-    }
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
 
-    /// The nodes a left-to-right walk of the subtree at `from` needs next,
-    /// for ordered scans (iteration, export): every node on the path of
-    /// `probe` (a key under `from`) from `from` down, and then up to about
-    /// `limit` rows' worth of the nodes to the right of that path, in tree
-    /// order, up to the key `until` (exclusive; `None`: the end of the
-    /// tree). One round trip.
-    ///
-    /// Stores that cannot scan in key order return `Ok(None)` (the
-    /// default), and the walk reads the nodes it needs by hash instead.
-    fn fetch_in_order(
+    /// The nodes a left-to-right walk of the subtree `from` (its position
+    /// and hash) needs next, for ordered scans: every node on the path of
+    /// `probe` (a key under `from`) from `from` down, then about `limit`
+    /// rows' worth of the nodes to the right of that path, in tree order,
+    /// up to the key `until` (exclusive; `None`: the end of the tree).
+    fn read_in_order(
         &self,
         at: ReadAt,
-        from: Position,
+        from: (Position, Hash),
         probe: Key,
         until: Option<Key>,
         limit: usize,
-    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, Self::Error>> + Send {
-        let _ = (at, from, probe, until, limit);
-        async { Ok(None) }
-    }
-
-    /// Nodes this handle keeps in process memory (see [`RecentNodes`]). The
-    /// read phase looks there before asking the store, and walks a key's
-    /// path through them as far as they reach. `None` (the default) when
-    /// every read goes to the store.
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        None
-    }
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
 
     /// Applies `batch` atomically if the stored root still equals
     /// `batch.old_root`.
@@ -174,12 +123,21 @@ pub trait TreeStore: Send + Sync {
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
 
-    /// Runs a whole write of `batch` (read phase and commit) while holding
-    /// the namespace's write lock, and returns the new root. The tree
-    /// falls back to this when a write keeps losing optimistic races: a
-    /// large batch reads longer than small writers take to commit, so
-    /// without the lock it can lose every time. Stores without such a lock
-    /// return `Ok(None)` and the tree keeps retrying optimistically.
+    /// Nodes this handle keeps in process memory (see [`RecentNodes`]),
+    /// which a read phase consults before the store; `for_write` asks for
+    /// a write's read phase. `None` (the default): every read goes to the
+    /// store.
+    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
+        let _ = for_write;
+        None
+    }
+
+    /// Runs a whole write of `batch` with `kind`'s descent (read phase and
+    /// commit) while holding the namespace's write lock, and returns the
+    /// new root. The tree falls back to this when a write keeps losing
+    /// optimistic races (a large batch reads longer than small writers take
+    /// to commit). `Ok(None)` (the default): the store has no such lock and
+    /// the tree keeps retrying optimistically.
     fn write_locked(
         &self,
         kind: LayoutKind,
@@ -189,23 +147,15 @@ pub trait TreeStore: Send + Sync {
         async { Ok(None) }
     }
 
-    /// Hands `sink` the namespace's root record and then every stored row
-    /// in key order; then, for each pin, [`RowSink::pinned`] and the rows a
-    /// read at its version sees, in key order. All from one consistent
-    /// snapshot (for [`Tree::audit`](crate::Tree::audit)). Stores that keep
-    /// no strata rows return `Ok(false)` without calling `sink`.
-    fn scan_rows(
+    /// Checks everything the store keeps for this namespace against the
+    /// shape `kind` writes, from one consistent snapshot (see
+    /// [`Tree::audit`](crate::Tree::audit)). `Ok(None)` (the default): the
+    /// store cannot audit itself.
+    fn audit(
         &self,
-        sink: &mut dyn RowSink,
-    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
-        let _ = sink;
-        async { Ok(false) }
-    }
-
-    /// The root record and every stored node with its reference count, from
-    /// one consistent snapshot (for [`Tree::audit`](crate::Tree::audit)).
-    /// `None` from stores that do not keep nodes by hash.
-    fn scan_nodes(&self) -> impl Future<Output = Result<Option<NodeScan>, Self::Error>> + Send {
+        kind: LayoutKind,
+    ) -> impl Future<Output = Result<Option<AuditReport>, Self::Error>> + Send {
+        let _ = kind;
         async { Ok(None) }
     }
 }

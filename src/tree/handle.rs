@@ -4,9 +4,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::audit::nodes::audit_nodes;
 use crate::audit::report::AuditReport;
-use crate::audit::rows::RowAudit;
 use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
@@ -80,21 +78,11 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// On SQL stores the rows stream through in key order, so memory stays
     /// bounded; every compacted leaf costs up to 256 hashes to recheck.
     pub async fn audit(&self) -> Res<AuditReport, S> {
-        if self.store.reads_by_position() {
-            let mut audit = RowAudit::new(L::KIND);
-            if self
-                .store
-                .scan_rows(&mut audit)
-                .await
-                .map_err(TreeError::Store)?
-            {
-                return Ok(audit.finish());
-            }
-        }
-        match self.store.scan_nodes().await.map_err(TreeError::Store)? {
-            Some(scan) => Ok(audit_nodes(L::KIND, &scan)),
-            None => Err(TreeError::Unsupported { operation: "audit" }),
-        }
+        self.store
+            .audit(L::KIND)
+            .await
+            .map_err(TreeError::Store)?
+            .ok_or(TreeError::Unsupported { operation: "audit" })
     }
 
     /// The current root hash and sum; the empty root for an empty tree.
@@ -195,7 +183,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             }
             match self.store.commit(&update).await.map_err(TreeError::Store)? {
                 CommitOutcome::Committed => {
-                    if let Some(recent) = self.store.recent_nodes() {
+                    if let Some(recent) = self.store.recent_nodes(false) {
                         recent.remember_written(&update.inserts);
                     }
                     return Ok(done);

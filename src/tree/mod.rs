@@ -25,12 +25,10 @@
 //! up by the hash its parent holds, so a read never mixes two trees.
 
 mod fetch;
-mod handle;
+pub(crate) mod handle;
 mod view;
 mod walk;
 
 pub(crate) use handle::Target;
-pub use handle::{
-    CompactedTree, DEFAULT_MAX_ATTEMPTS, EXCLUSIVE_AFTER, FullTree, ProvenWrite, Tree,
-};
+pub use handle::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree};
 pub use view::View;

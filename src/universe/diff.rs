@@ -7,7 +7,7 @@
 //! whole. Where one side holds a single (compacted) leaf and the other a
 //! branch, the leaf is carried down beside the branch until the two meet
 //! leaf to leaf. Missing nodes are read with
-//! [`TreeStore::fetch_positions`], for many pending subtrees at once.
+//! [`TreeStore::read_positions`], for many pending subtrees at once.
 //!
 //! Results come a page at a time, resumable from a key cursor like
 //! [`Leaves`](crate::tree::Leaves); each page walks again from both roots.
@@ -28,7 +28,7 @@ use crate::position::Position;
 use crate::store::TreeStore;
 use crate::tree::View;
 use crate::universe::iter::DEFAULT_PAGE;
-use crate::universe::iter::{after_start, before_end, last_key_under, owned};
+use crate::universe::iter::{after_start, before_end, owned};
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -200,7 +200,7 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
                 (Side::Lone(k, l), Side::Lone(k2, l2)) => k == k2 && l == l2,
                 _ => false,
             };
-            if same || !after_start(&last_key_under(pos), &self.start) {
+            if same || !after_start(&pos.last_key(), &self.start) {
                 stack.pop();
                 continue;
             }
@@ -295,7 +295,7 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
         ] {
             if !want.is_empty() {
                 let nodes = view_store
-                    .fetch_positions(at, &want)
+                    .read_positions(at, &want)
                     .await
                     .map_err(TreeError::Store)?;
                 cache.extend(nodes);

@@ -36,7 +36,6 @@ use crate::position::Position;
 use crate::store::{BulkStore, TreeStore};
 use crate::tree::{Tree, View};
 use crate::universe::copy::staging_name;
-use crate::universe::iter::last_key_under;
 
 type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
@@ -503,7 +502,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                 let nodes = self
                     .tree
                     .store()
-                    .fetch_positions(self.target.at, &want)
+                    .read_positions(self.target.at, &want)
                     .await
                     .map_err(TreeError::Store)?;
                 cache.extend(nodes);
@@ -571,7 +570,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
     /// The chunk of the subtree at `position`: its leaves.
     pub async fn export_chunk(&self, position: Position) -> Res<Chunk, S> {
         let leaves = self
-            .leaves(*position.path()..=last_key_under(&position))
+            .leaves(*position.path()..=position.last_key())
             .collect_all()
             .await?
             .into_iter()

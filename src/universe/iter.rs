@@ -12,19 +12,16 @@
 //!
 //! ```text
 //!   page:  root ─► skip subtrees before the cursor ─► in-order walk
-//!            │          (store: fetch_in_order — the cursor's path and
-//!            │           the rows after it in key order, one round trip;
-//!            │           hash stores: the missing nodes breadth first)
+//!            │          (store.read_in_order: the cursor's path and the
+//!            │           nodes after it in key order, one round trip)
 //!            └────► up to `page` leaves, then the cursor moves on
 //! ```
 #![deny(clippy::arithmetic_side_effects)]
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 
 use crate::descent::NodeCache;
-use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, TreeError};
 use crate::hash::Hash;
@@ -40,9 +37,6 @@ type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// Leaves per page by default.
 pub const DEFAULT_PAGE: usize = 1024;
-
-/// Levels of a missing subtree one fill reads from a hash-keyed store.
-const HASH_FILL_LEVELS: usize = 6;
 
 /// One leaf of an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,21 +54,6 @@ impl LeafEntry {
         let node = ComputedNode::new(leaf.hash(), leaf.sum());
         LeafEntry { key, leaf, node }
     }
-}
-
-/// The last key under `pos` in tree order: its path with every bit from
-/// its level down set.
-pub(crate) fn last_key_under(pos: &Position) -> Key {
-    let mut key = *pos.path();
-    let level = pos.level();
-    if level < MAX_LEVEL {
-        let first = level / 8;
-        key.0[first] |= 0xffu8.wrapping_shl((level % 8) as u32);
-        for b in key.0.iter_mut().skip(first.saturating_add(1)) {
-            *b = 0xff;
-        }
-    }
-    key
 }
 
 /// True when `key` lies at or after `start`.
@@ -233,7 +212,7 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
                 return Ok((out, false));
             }
             let level = pos.level();
-            if is_empty_hash(level, &hash) || !after_start(&last_key_under(&pos), &self.start) {
+            if is_empty_hash(level, &hash) || !after_start(&pos.last_key(), &self.start) {
                 stack.pop();
                 continue;
             }
@@ -296,44 +275,11 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
         // (the bottom rows are sparse): a page's worth of rows covers a
         // page of leaves with some to spare.
         let rows = self.page.max(64);
-        if let Some(nodes) = store
-            .fetch_in_order(self.view.target.at, pos, probe, until, rows)
+        let nodes = store
+            .read_in_order(self.view.target.at, (pos, hash), probe, until, rows)
             .await
-            .map_err(TreeError::Store)?
-        {
-            cache.extend(nodes);
-            return Ok(());
-        }
-        // A store that reads by hash: the top levels of the subtree, which
-        // the in-order walk consumes next, a level per call (a wider read
-        // would bring nodes far to the right that this page never reaches).
-        let mut want: HashMap<Hash, usize> = HashMap::from([(hash, pos.level())]);
-        let mut read = 0usize;
-        for _ in 0..HASH_FILL_LEVELS {
-            if want.is_empty() || read >= rows {
-                break;
-            }
-            let hashes: Vec<Hash> = want.keys().copied().collect();
-            let nodes = store.fetch_nodes(&hashes).await.map_err(TreeError::Store)?;
-            read = read.saturating_add(nodes.len());
-            let mut next = HashMap::new();
-            for (h, node) in &nodes {
-                let Some(&level) = want.get(h) else {
-                    continue;
-                };
-                if let Node::Branch { left, right, .. } = node
-                    && let Some(below) = level.checked_add(1).filter(|l| *l <= MAX_LEVEL)
-                {
-                    for child in [*left, *right] {
-                        if !is_empty_hash(below, &child) && cache.node(&child).is_none() {
-                            next.insert(child, below);
-                        }
-                    }
-                }
-            }
-            cache.extend(nodes);
-            want = next;
-        }
+            .map_err(TreeError::Store)?;
+        cache.extend(nodes);
         Ok(())
     }
 }

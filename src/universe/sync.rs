@@ -32,7 +32,6 @@ use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::store::TreeStore;
 use crate::tree::{Tree, View};
-use crate::universe::iter::last_key_under;
 
 /// A tree a local tree can be brought level with.
 pub trait SyncPeer: Sync {
@@ -222,7 +221,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         keep: Option<(&Key, &Leaf)>,
         batch: &mut Vec<(Key, Leaf)>,
     ) -> Result<bool, TreeError<S::Error>> {
-        let range = *pos.path()..=last_key_under(pos);
+        let range = *pos.path()..=pos.last_key();
         let mut leaves = local.leaves(range);
         let mut held = false;
         while let Some(entry) = leaves.next().await? {
