@@ -13,7 +13,9 @@ use super::{
 };
 use crate::audit::nodes::{NodeScan, audit_nodes};
 use crate::audit::report::AuditReport;
-use crate::descent::UpdateBatch;
+use crate::descent::{self, NodeSource, UpdateBatch};
+use crate::error::TreeError;
+use crate::leaf::Leaf;
 use crate::empty::is_empty_hash;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -70,6 +72,12 @@ struct Space {
     /// Commits taken so far (a pin records the version it holds).
     version: u64,
     pins: BTreeMap<String, Pin>,
+}
+
+impl NodeSource for Space {
+    fn node(&self, hash: &Hash) -> Option<&Node> {
+        self.nodes.get(hash).map(|e| &e.node)
+    }
 }
 
 impl Default for Space {
@@ -463,6 +471,33 @@ impl TreeStore for MemoryStore {
 
     fn stats(&self) -> StoreStats {
         self.counters.snapshot()
+    }
+
+    /// The whole write under the namespace's write lock, planned straight
+    /// on the stored nodes: nothing can move the root meanwhile, so the
+    /// write cannot lose a race (the tree takes this path after a few lost
+    /// optimistic attempts).
+    async fn write_locked(
+        &self,
+        kind: LayoutKind,
+        batch: &[(Key, Leaf)],
+    ) -> Result<Option<ComputedNode>, TreeError<MemoryError>> {
+        self.counters.round_trip(1);
+        let items = descent::prepare(batch);
+        descent::batch_sum(&items)?;
+        let mut space = self
+            .space
+            .write()
+            .map_err(|_| TreeError::Store(MemoryError::Poisoned))?;
+        let root = space.root;
+        let update = descent::plan_items(kind, &*space, root, &items)?;
+        if !update.is_noop() {
+            let written = Self::apply(&mut space, &update).map_err(TreeError::Store)?;
+            space.root = update.new_root;
+            space.version += 1;
+            self.counters.written(written);
+        }
+        Ok(Some(update.new_root))
     }
 
     async fn audit(&self, kind: LayoutKind) -> Result<Option<AuditReport>, MemoryError> {
