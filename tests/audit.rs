@@ -844,12 +844,12 @@ async fn corruptions_memory() {
             LayoutKind::Full => {
                 let tree = Tree::<_, Full>::new(store.clone());
                 build(&tree, "mem", 40).await;
-                store.scan_nodes().await.unwrap().unwrap()
+                store.scan_nodes().unwrap()
             }
             LayoutKind::Compacted => {
                 let tree = Tree::<_, Compacted>::new(store.clone());
                 build(&tree, "mem", 120).await;
-                store.scan_nodes().await.unwrap().unwrap()
+                store.scan_nodes().unwrap()
             }
         };
         assert!(audit_nodes(kind, &scan).is_clean());

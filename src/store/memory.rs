@@ -14,13 +14,13 @@ use super::{
 use crate::audit::nodes::{NodeScan, audit_nodes};
 use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeSource, UpdateBatch};
-use crate::error::TreeError;
-use crate::leaf::Leaf;
 use crate::empty::is_empty_hash;
+use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::key::MAX_LEVEL;
 use crate::layout::LayoutKind;
+use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;

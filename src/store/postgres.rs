@@ -40,7 +40,8 @@ use super::sql_ops;
 use super::{
     BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, RecentNodes, StoreStats, TreeStore,
 };
-use crate::audit::rows::RowSink;
+use crate::audit::report::AuditReport;
+use crate::audit::rows::{RowAudit, RowSink};
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
@@ -840,17 +841,15 @@ impl BulkStore for PostgresStore {
 impl TreeStore for PostgresStore {
     handle_reads!(tree, pool, PgConnection);
 
-    async fn fetch_key_paths(
+    async fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
+    ) -> Res<Vec<(Hash, Node)>> {
         if at != ReadAt::Current || !needs_jit_guard(self.jit_off, starts) {
             let mut conn = self.pool.acquire().await?;
-            return paths_on(&mut conn, &self.space, at, starts, siblings, false)
-                .await
-                .map(Some);
+            return paths_on(&mut conn, &self.space, at, starts, siblings, false).await;
         }
         self.space.counters.round_trip(1);
         let mut conn = TxConnection::acquire(&self.pool).await?;
@@ -859,7 +858,7 @@ impl TreeStore for PostgresStore {
         self.space.counters.round_trip(1);
         tx.rollback().await?;
         conn.release();
-        Ok(Some(nodes))
+        Ok(nodes)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -927,7 +926,9 @@ impl TreeStore for PostgresStore {
         ))
     }
 
-    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        let sink: &mut dyn RowSink = &mut audit;
         // One snapshot for every page.
         let mut conn = TxConnection::acquire(&self.pool).await?;
         let mut tx = conn.conn().begin().await?;
@@ -937,24 +938,22 @@ impl TreeStore for PostgresStore {
         scan_rows_on(&mut tx, &self.space, sink).await?;
         tx.commit().await?;
         conn.release();
-        Ok(true)
+        Ok(Some(audit.finish()))
     }
 }
 
 impl TreeStore for PostgresTxStore<'_> {
     handle_reads!(tree, caller, PgConnection);
 
-    async fn fetch_key_paths(
+    async fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
+    ) -> Res<Vec<(Hash, Node)>> {
         let mut conn = self.conn.lock().await;
         let jit_guard = needs_jit_guard(false, starts);
-        paths_on(&mut conn, &self.space, at, starts, siblings, jit_guard)
-            .await
-            .map(Some)
+        paths_on(&mut conn, &self.space, at, starts, siblings, jit_guard).await
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -969,9 +968,11 @@ impl TreeStore for PostgresTxStore<'_> {
         delete_all_on(&mut conn, &self.space).await
     }
 
-    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        let sink: &mut dyn RowSink = &mut audit;
         let mut conn = self.conn.lock().await;
         scan_rows_on(&mut conn, &self.space, sink).await?;
-        Ok(true)
+        Ok(Some(audit.finish()))
     }
 }

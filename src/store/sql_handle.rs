@@ -16,8 +16,8 @@
 /// Stamps out shared read methods inside an `impl` block:
 ///
 /// * `handle_reads!(tree, pool|caller, ConnType)` inside
-///   `impl TreeStore`: the error type, capabilities, `fetch_positions`,
-///   `fetch_in_order`, `load_root`, `fetch_nodes`, `stats`,
+///   `impl TreeStore`: the error type, `read_positions`,
+///   `read_in_order`, `load_root`, `stats`,
 ///   `recent_nodes`;
 /// * `handle_reads!(pins, pool|caller, ConnType)` inside `impl PinStore`:
 ///   `pinned` and `pins`.
@@ -36,15 +36,7 @@ macro_rules! handle_reads {
     (tree, $how:ident, $conn:ty) => {
         type Error = SqlStoreError;
 
-        fn supports_key_paths(&self) -> bool {
-            true
-        }
-
-        fn reads_by_position(&self) -> bool {
-            true
-        }
-
-        async fn fetch_positions(
+        async fn read_positions(
             &self,
             at: ReadAt,
             nodes: &[(Position, Hash)],
@@ -54,19 +46,17 @@ macro_rules! handle_reads {
             row_reads::positions(conn, &self.space, at, nodes).await
         }
 
-        async fn fetch_in_order(
+        async fn read_in_order(
             &self,
             at: ReadAt,
-            from: Position,
+            (from, _): (Position, Hash),
             probe: Key,
             until: Option<Key>,
             limit: usize,
-        ) -> Res<Option<Vec<(Hash, Node)>>> {
+        ) -> Res<Vec<(Hash, Node)>> {
             $crate::store::sql_handle::handle_reads!(@borrow $how, self, guard);
             let conn: &mut $conn = &mut guard;
-            row_reads::in_order(conn, &self.space, at, from, probe, until, limit)
-                .await
-                .map(Some)
+            row_reads::in_order(conn, &self.space, at, from, probe, until, limit).await
         }
 
         async fn load_root(&self) -> Res<ComputedNode> {
@@ -74,16 +64,14 @@ macro_rules! handle_reads {
             load_root(&mut guard, &self.space).await
         }
 
-        async fn fetch_nodes(&self, _hashes: &[Hash]) -> Res<Vec<(Hash, Node)>> {
-            Err(SqlStoreError::NotByHash)
-        }
-
         fn stats(&self) -> StoreStats {
             self.space.counters.snapshot_with(&self.space.recent)
         }
 
-        fn recent_nodes(&self) -> Option<&RecentNodes> {
-            Some(&self.space.recent)
+        // A write's commit merges into the rows its path read brings, so
+        // a write reads every row from the store.
+        fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
+            (!for_write).then_some(&self.space.recent)
         }
     };
 

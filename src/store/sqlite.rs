@@ -46,7 +46,8 @@ use super::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, RecentNodes, StoreStats,
     TreeStore,
 };
-use crate::audit::rows::RowSink;
+use crate::audit::report::AuditReport;
+use crate::audit::rows::{RowAudit, RowSink};
 use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::failpoint::fail_point;
@@ -900,16 +901,14 @@ impl BulkStore for SqliteStore {
 impl TreeStore for SqliteStore {
     handle_reads!(tree, pool, SqliteConnection);
 
-    async fn fetch_key_paths(
+    async fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
+    ) -> Res<Vec<(Hash, Node)>> {
         let mut conn = self.pool.acquire().await?;
-        paths_on(&mut conn, &self.space, at, starts, siblings)
-            .await
-            .map(Some)
+        paths_on(&mut conn, &self.space, at, starts, siblings).await
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -981,30 +980,30 @@ impl TreeStore for SqliteStore {
         )
     }
 
-    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        let sink: &mut dyn RowSink = &mut audit;
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
         let mut tx = conn.conn().begin().await?;
         scan_rows_on(&mut tx, &self.space, sink).await?;
         tx.commit().await?;
         conn.release();
-        Ok(true)
+        Ok(Some(audit.finish()))
     }
 }
 
 impl TreeStore for SqliteTxStore<'_> {
     handle_reads!(tree, caller, SqliteConnection);
 
-    async fn fetch_key_paths(
+    async fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> Res<Option<Vec<(Hash, Node)>>> {
+    ) -> Res<Vec<(Hash, Node)>> {
         let mut conn = self.conn.lock().await;
-        paths_on(&mut conn, &self.space, at, starts, siblings)
-            .await
-            .map(Some)
+        paths_on(&mut conn, &self.space, at, starts, siblings).await
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
@@ -1028,9 +1027,11 @@ impl TreeStore for SqliteTxStore<'_> {
         Ok(())
     }
 
-    async fn scan_rows(&self, sink: &mut dyn RowSink) -> Res<bool> {
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        let sink: &mut dyn RowSink = &mut audit;
         let mut conn = self.conn.lock().await;
         scan_rows_on(&mut conn, &self.space, sink).await?;
-        Ok(true)
+        Ok(Some(audit.finish()))
     }
 }

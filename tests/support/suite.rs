@@ -20,7 +20,7 @@ use ms_smt::store::{
     CommitOutcome, MemoryStore, PathStart, PostgresStore, ReadAt, RecentNodes, SqliteStore,
     StoreStats, TreeStore, UpdateBatch,
 };
-use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Tree};
+use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Position, Tree};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
 
@@ -86,7 +86,7 @@ pub trait TestStore: TreeStore + Clone + Send + Sync + 'static {
     fn raw_sums(&self) -> impl Future<Output = Option<RawSums>> + Send;
     /// True when the handle keeps recent nodes in memory.
     fn remembers(&self) -> bool {
-        self.recent_nodes().is_some_and(|r| r.capacity() > 0)
+        self.recent_nodes(false).is_some_and(|r| r.capacity() > 0)
     }
 }
 
@@ -515,7 +515,7 @@ impl<S: TestStore, L: Layout> Mirror<S, L> {
 pub struct Probe<S> {
     inner: S,
     commits: Arc<Mutex<Vec<(StoreStats, bool)>>>,
-    /// `fetch_nodes` calls (read-phase round trips) through this probe.
+    /// Store read calls (read-phase round trips) through this probe.
     pub fetches: Arc<AtomicU64>,
 }
 
@@ -541,30 +541,35 @@ impl<S: TreeStore> TreeStore for Probe<S> {
         self.inner.load_root()
     }
 
-    fn fetch_nodes(
-        &self,
-        hashes: &[Hash],
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.fetch_nodes(hashes)
-    }
-
-    fn supports_key_paths(&self) -> bool {
-        self.inner.supports_key_paths()
-    }
-
-    fn reads_by_position(&self) -> bool {
-        self.inner.reads_by_position()
-    }
-
-    fn fetch_key_paths(
+    fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
-    ) -> impl Future<Output = Result<Option<Vec<(Hash, Node)>>, S::Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.fetch_key_paths(at, starts, siblings)
+        self.inner.read_paths(at, starts, siblings)
+    }
+
+    fn read_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_positions(at, nodes)
+    }
+
+    fn read_in_order(
+        &self,
+        at: ReadAt,
+        from: (Position, Hash),
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_in_order(at, from, probe, until, limit)
     }
 
     async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, S::Error> {
@@ -587,8 +592,8 @@ impl<S: TreeStore> TreeStore for Probe<S> {
         self.inner.stats()
     }
 
-    fn recent_nodes(&self) -> Option<&RecentNodes> {
-        self.inner.recent_nodes()
+    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
+        self.inner.recent_nodes(for_write)
     }
 }
 
