@@ -93,8 +93,8 @@ pub enum TreeError<E: std::error::Error + 'static> {
         position: crate::position::Position,
     },
     /// The store does not offer what the operation needs (for example a
-    /// custom store without [`scan_rows`](crate::store::TreeStore::scan_rows)
-    /// or [`scan_nodes`](crate::store::TreeStore::scan_nodes) cannot be audited).
+    /// custom store without [`audit`](crate::store::TreeStore::audit)
+    /// cannot be audited).
     #[error("the store does not support {operation}")]
     Unsupported {
         /// The operation.

@@ -16,9 +16,9 @@ use crate::pin::Pin;
 use crate::position::Position;
 use crate::strata::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
 
-/// Receives a namespace's stored rows from
-/// [`TreeStore::scan_rows`](crate::store::TreeStore::scan_rows): the
-/// current tree's, then each pinned tree's.
+/// Receives a namespace's stored rows from a SQL store's scan (for
+/// [`TreeStore::audit`](crate::store::TreeStore::audit)): the current
+/// tree's, then each pinned tree's.
 pub trait RowSink: Send {
     /// The namespace's root record and row height; called once, first.
     fn begin(&mut self, root: ComputedNode, height: StratumHeight);

@@ -2,22 +2,20 @@
 //!
 //! A tree reads the nodes a batch needs, runs the pure descent against
 //! them, and hands the resulting [`UpdateBatch`] (every change with its
-//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one call. Two
-//! layouts sit behind the boundary:
+//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one
+//! call. Every read is one round trip: every key's path
+//! ([`TreeStore::read_paths`]), the nodes at given positions (diff, sync,
+//! export: [`TreeStore::read_positions`]) or the nodes after a key in key
+//! order (iteration: [`TreeStore::read_in_order`]). Two layouts sit behind
+//! the boundary:
 //!
 //! * [`MemoryStore`] keeps nodes by hash with a reference count per node:
 //!   identical subtrees share one entry, which goes only when the last
-//!   position using it lets go. It is read in level-sized batches
-//!   ([`TreeStore::fetch_nodes`], one call per level of the descent).
+//!   position using it lets go.
 //! * The SQL stores keep position-keyed strata rows (several levels per
-//!   row, nothing shared between positions) and read every key's path with
-//!   one [`TreeStore::fetch_key_paths`] call
-//!   ([`TreeStore::reads_by_position`]).
+//!   row, nothing shared between positions).
 //!
-//! Beyond insert and prove, the universe operations read with
-//! [`TreeStore::fetch_positions`] (the nodes at given positions: diff,
-//! sync, export) and [`TreeStore::fetch_in_order`] (the rows after a key,
-//! in key order: iteration), each at a [`ReadAt`]: the current tree or a
+//! Each read names a [`ReadAt`]: the current tree or a
 //! pinned version. Stores that can keep roots readable implement
 //! [`PinStore`]; the SQL stores keep, beside the rows they rewrite in
 //! place, the row versions a pin still reads (`ms_smt_history`), written

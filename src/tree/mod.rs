@@ -4,9 +4,8 @@
 //!   insert_many(batch)
 //!        │ sort keys in tree order, last write wins, checked batch sum
 //!        ▼
-//!   read phase   ── store.load_root, then store.fetch_nodes once per level
-//!        │          (children of every touched node of that depth), or
-//!        │          one fetch_key_paths for every key (position-keyed stores)
+//!   read phase   ── store.load_root, then remembered nodes, then one
+//!        │          store.read_paths for every key's path
 //!        ▼
 //!   descent      ── pure and synchronous: partitions the keys at each
 //!        │          touched node, rebuilds each touched node once, queues
