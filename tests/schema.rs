@@ -453,11 +453,12 @@ impl Db for PgSchema {
             .fetch_all(&pool)
             .await
             .expect("strata");
-        let ns: Vec<(i64, String, i32, Option<Vec<u8>>, Option<i64>)> =
-            sqlx::query_as(DUMP_NAMESPACES)
-                .fetch_all(&pool)
-                .await
-                .expect("namespaces");
+        // Postgres keeps heights as INT.
+        type PgNamespace = (i64, String, i32, Option<Vec<u8>>, Option<i64>);
+        let ns: Vec<PgNamespace> = sqlx::query_as(DUMP_NAMESPACES)
+            .fetch_all(&pool)
+            .await
+            .expect("namespaces");
         pool.close().await;
         (
             strata
