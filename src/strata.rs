@@ -295,11 +295,6 @@ impl Row {
         self.slots.iter().all(Option::is_none)
     }
 
-    /// The row's depth.
-    pub fn depth(&self) -> usize {
-        self.depth
-    }
-
     /// Relative level of slot `s`.
     fn rel(s: usize) -> usize {
         (usize::BITS as usize)
