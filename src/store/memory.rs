@@ -382,10 +382,37 @@ impl TreeStore for MemoryStore {
         self.counters.round_trip(1);
         let space = self.read()?;
         let mut out = Vec::new();
+        // Sorted keys from one start share their top nodes: a walk resumes
+        // where it leaves the previous key's path, so each shared node is
+        // looked up and handed out once.
+        // `path` holds the hashes of the current walk from its start's
+        // level down, `prev` the previous walk's (buffers reused).
+        let track = starts.len() > 1;
+        let (mut path, mut prev): (Vec<Hash>, Vec<Hash>) = (Vec::new(), Vec::new());
+        let mut prev_start: Option<&PathStart> = None;
         for start in starts {
             let (mut hash, mut level) = (start.hash, start.level);
+            let mut emit_from = level;
+            path.clear();
+            if let Some(p) = prev_start
+                && p.hash == start.hash
+                && p.level == start.level
+                && !prev.is_empty()
+            {
+                // The node at level L depends on the key bits above L only.
+                let common = p.key.first_difference(&start.key).unwrap_or(MAX_LEVEL);
+                let shared = common.min(start.level + prev.len() - 1);
+                path.extend_from_slice(&prev[..=shared - start.level]);
+                (hash, level) = (prev[shared - start.level], shared);
+                emit_from = shared + 1;
+            }
             while let Some(entry) = space.nodes.get(&hash) {
-                out.push((hash, entry.node.clone()));
+                if level >= emit_from {
+                    out.push((hash, entry.node.clone()));
+                    if track {
+                        path.push(hash);
+                    }
+                }
                 let Node::Branch { left, right, .. } = &entry.node else {
                     break;
                 };
@@ -402,6 +429,8 @@ impl TreeStore for MemoryStore {
                 }
                 (hash, level) = (next, level + 1);
             }
+            std::mem::swap(&mut path, &mut prev);
+            prev_start = Some(start);
         }
         self.counters.read(out.len() as u64);
         Ok(out)
