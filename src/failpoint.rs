@@ -79,15 +79,3 @@ pub(crate) fn pass(namespace: &str, point: &'static str) -> Result<(), &'static 
         Action::Panic => panic!("failpoint {point} of namespace {namespace:?}"),
     }
 }
-
-/// Passes a failpoint (a no-op without the `failpoints` feature).
-#[allow(unused_macros)]
-macro_rules! fail_point {
-    ($space:expr, $point:literal) => {
-        #[cfg(feature = "failpoints")]
-        crate::failpoint::pass(&$space.name, $point)
-            .map_err(|point| crate::store::SqlStoreError::Injected { point })?;
-    };
-}
-#[allow(unused_imports)]
-pub(crate) use fail_point;

@@ -26,8 +26,7 @@ fn rank(path: &[&str]) -> Option<u32> {
         "proof" => 4,
         "audit" => 5,
         "store" => match path.get(1) {
-            Some(&"sql" | &"sqlite" | &"postgres" | &"packed" | &"sql_ops" | &"sql_handle")
-            | Some(&"row_reads") => 7,
+            Some(&"sql") => 7,
             _ => 6,
         },
         // The SQL write path's test hooks (cargo feature `failpoints`).

@@ -27,21 +27,9 @@ mod counters;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod locked;
 mod memory;
-#[cfg(feature = "sqlite")]
-mod packed;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod recent;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod row_reads;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_handle;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_ops;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 mod traits;
 
 pub use crate::descent::{NetChange, UpdateBatch};
@@ -49,11 +37,11 @@ pub use crate::pin::Pin;
 pub use crate::strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
-#[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresTxStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::SqlStoreError;
+#[cfg(feature = "postgres")]
+pub use sql::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteStore, SqliteTxStore};
+pub use sql::{SqliteStore, SqliteTxStore};
 pub use traits::{BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, TreeStore};

@@ -1,87 +1,26 @@
-//! Pieces both SQL stores share: the error type, sum bit-casting, row
-//! decoding and the folding of a batch into per-row changes.
+//! Per-handle namespace state: the name and settings, the id last seen,
+//! counters, remembered nodes and rows; and the decoding of what the
+//! path walks and root columns return.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use super::{Counters, RecentNodes};
+use super::error::{Res, SqlStoreError};
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::node::{ComputedNode, Node};
+use crate::store::{Counters, PathStart, RecentNodes};
 use crate::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
-
-/// Errors of the SQLite and Postgres stores.
-#[derive(Debug, thiserror::Error)]
-pub enum SqlStoreError {
-    /// The database driver failed.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    /// A namespace's stored root is not a 32-byte hash.
-    #[error("namespace {namespace:?}: stored root hash is {len} bytes, not 32")]
-    CorruptRoot {
-        /// Namespace.
-        namespace: String,
-        /// Length of the stored hash.
-        len: usize,
-    },
-    /// A strata row of the namespace does not decode, or a batch does not
-    /// fit the stored rows (a delete of a node that is not stored where
-    /// the batch says); nothing was written.
-    #[error("namespace {namespace:?}: {source}")]
-    Rows {
-        /// Namespace.
-        namespace: String,
-        /// What is wrong.
-        #[source]
-        source: crate::strata::StrataError,
-    },
-    /// The stratum height asked for is outside 1..=6.
-    #[error("stratum height {0} is outside 1..=6")]
-    StratumHeight(i64),
-    /// A test armed a failpoint (cargo feature `failpoints`) at `point`.
-    #[cfg(feature = "failpoints")]
-    #[error("failpoint {point} fired")]
-    Injected {
-        /// The point.
-        point: &'static str,
-    },
-    /// The runtime shut down while a write ran on its own task (see
-    /// [`TreeStore::commit`](super::TreeStore::commit) on the pool stores).
-    #[error("the async runtime shut down before the write finished")]
-    RuntimeShutdown,
-    /// The namespace's row was gone right after the write transaction
-    /// created it (another handle renamed or removed it meanwhile).
-    #[error("the namespace row vanished inside a write transaction")]
-    NamespaceVanished,
-    /// A read or copy named a version of the namespace that no pin holds.
-    #[error("no pin holds version {version} of this namespace")]
-    NoSuchVersion {
-        /// The version asked for.
-        version: u64,
-    },
-    /// A stored version number is negative (the row is corrupt).
-    #[error("stored version {0} is negative")]
-    BadVersion(i64),
-    /// The schema in the database is newer than this crate knows.
-    #[error("database schema version {found} is newer than the {supported} this crate supports")]
-    SchemaTooNew {
-        /// Version found.
-        found: i64,
-        /// Highest version known.
-        supported: i64,
-    },
-}
 
 /// A namespace's id and stratum height.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NsInfo {
+pub struct NsInfo {
     pub id: i64,
     pub height: StratumHeight,
 }
 
 /// A namespace row as a write transaction sees it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct NsState {
+pub struct NsState {
     pub info: NsInfo,
     pub root: ComputedNode,
     /// Commits the namespace has taken.
@@ -94,11 +33,11 @@ pub(crate) struct NsState {
 /// The id and height a handle last saw for its namespace's name.
 ///
 /// Refreshed by every root load: an import swaps the tree behind a name
-/// ([`BulkStore::take_tree_of`](super::BulkStore::take_tree_of)) by
+/// ([`BulkStore::take_tree_of`](crate::store::BulkStore::take_tree_of)) by
 /// renaming another namespace, so a name's id may change. Writes use the
 /// row their own transaction read, never this cache.
 #[derive(Debug, Default)]
-pub(crate) struct InfoCell(Mutex<Option<NsInfo>>);
+pub struct InfoCell(Mutex<Option<NsInfo>>);
 
 impl InfoCell {
     /// The last id and height seen, if the namespace existed then.
@@ -115,7 +54,7 @@ impl InfoCell {
 /// What every handle on one namespace carries: its name, the height it
 /// creates the namespace with, the id once known, counters and memory.
 #[derive(Debug)]
-pub(crate) struct Space {
+pub struct NamespaceState {
     pub name: Arc<str>,
     pub height: StratumHeight,
     pub info: InfoCell,
@@ -162,9 +101,9 @@ impl RowMemo {
 /// with the last commit's rows (bulk builds touch more).
 const MEMO_ROWS: usize = 1 << 16;
 
-impl Space {
-    pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<Space> {
-        Arc::new(Space {
+impl NamespaceState {
+    pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<NamespaceState> {
+        Arc::new(NamespaceState {
             name: Arc::from(name),
             height,
             info: InfoCell::default(),
@@ -244,6 +183,17 @@ impl Space {
             source,
         }
     }
+
+    /// Passes failpoint `point` of this namespace ([`crate::failpoint`]);
+    /// always `Ok` without the `failpoints` feature.
+    #[inline]
+    pub fn fail(&self, point: &'static str) -> Res<()> {
+        #[cfg(feature = "failpoints")]
+        crate::failpoint::pass(&self.name, point)
+            .map_err(|point| SqlStoreError::Injected { point })?;
+        let _ = point;
+        Ok(())
+    }
 }
 
 /// The walks a path read makes, as query parameters: per start, the depth
@@ -274,16 +224,16 @@ impl PathParams {
 
     /// The starts' walks. The caller sends `depths.len()` starts, which
     /// may be fewer than `starts`.
-    pub fn new(height: StratumHeight, starts: &[super::PathStart]) -> PathParams {
+    pub fn new(height: StratumHeight, starts: &[PathStart]) -> PathParams {
         use crate::key::MAX_LEVEL;
-        let mut order: Vec<&super::PathStart> = starts.iter().collect();
+        let mut order: Vec<&PathStart> = starts.iter().collect();
         order.sort_by_cached_key(|s| crate::strata::path_array(&s.key, MAX_LEVEL));
         let mut out = PathParams {
             depths: Vec::with_capacity(starts.len()),
             first_sibling: Vec::with_capacity(starts.len()),
             keys: Vec::with_capacity(starts.len()),
         };
-        let mut previous: Option<(&super::PathStart, usize)> = None;
+        let mut previous: Option<(&PathStart, usize)> = None;
         for start in order {
             let own = height.row_depth(start.level.min(MAX_LEVEL));
             // Rows above the first one the two keys do not share are the
@@ -291,7 +241,7 @@ impl PathParams {
             // deeper than this one).
             let first = match previous {
                 Some((prev, prev_own)) if prev_own <= own => {
-                    let shared = common_prefix(&prev.key, &start.key);
+                    let shared = prev.key.first_difference(&start.key).unwrap_or(MAX_LEVEL);
                     own.max(height.row_depth(shared).saturating_add(height.get()))
                 }
                 _ => own,
@@ -341,23 +291,11 @@ impl PathParams {
     }
 }
 
-/// The number of leading path bits `a` and `b` share (256 when equal).
-fn common_prefix(a: &Key, b: &Key) -> usize {
-    a.0.iter()
-        .zip(b.0.iter())
-        .position(|(x, y)| x != y)
-        .map_or(crate::key::MAX_LEVEL, |i| {
-            // Bit `8i + j` of a key is bit `j` (least significant first) of
-            // its byte `i`.
-            i * 8 + (a.0[i] ^ b.0[i]).trailing_zeros() as usize
-        })
-}
-
 /// Decodes rows read by a path walk (path, depth, body) into the nodes
 /// they hold, and remembers the rows for the next commit when the walk's
 /// statement also reported the root it saw.
 pub(crate) fn path_nodes<'r>(
-    space: &Space,
+    space: &NamespaceState,
     height: StratumHeight,
     root: Option<Hash>,
     rows: impl IntoIterator<Item = (&'r [u8], i64, &'r [u8])>,
@@ -392,7 +330,7 @@ pub(crate) fn path_nodes<'r>(
 /// `stored` (read inside the commit's transaction); returns the row
 /// changes to write, and remembers the merged rows under the new root.
 pub(crate) fn merge(
-    space: &Space,
+    space: &NamespaceState,
     height: StratumHeight,
     batch: &crate::descent::UpdateBatch,
     touched: Vec<RowKey>,
@@ -449,6 +387,16 @@ where
     Ok((root, rows))
 }
 
+/// Rows as read, (path, depth, body), keyed by position.
+pub(crate) fn keyed_rows<D: TryInto<usize>>(
+    rows: Vec<(Vec<u8>, D, Vec<u8>)>,
+) -> impl Iterator<Item = (RowKey, Vec<u8>)> {
+    rows.into_iter().map(|(path, depth, body)| {
+        let depth = depth.try_into().unwrap_or(usize::MAX);
+        (RowKey { path, depth }, body)
+    })
+}
+
 /// Decodes a root row.
 pub(crate) fn decode_root(
     namespace: &str,
@@ -466,135 +414,6 @@ pub(crate) fn decode_root(
             sum_from_sql(sum),
         )),
     }
-}
-
-/// A pooled connection for one transaction that goes back to the pool
-/// only when the transaction ended cleanly ([`release`](Self::release)).
-///
-/// Dropped any other way (the caller's future cancelled mid-transaction,
-/// or an error, `BEGIN` included), it is detached from the pool and
-/// closed, so the server rolls the transaction back and no later borrower
-/// inherits it. sqlx 0.8 returns such connections to the pool with the
-/// transaction open or half-begun (sqlx #3932 for SQLite `begin_with`,
-/// #4385/#4393 for a cancelled Postgres `begin`); `tests/cancellation.rs`
-/// drops every operation at every await point to check this.
-pub(crate) struct TxConnection<DB: sqlx::Database> {
-    conn: Option<sqlx::pool::PoolConnection<DB>>,
-}
-
-impl<DB: sqlx::Database> TxConnection<DB> {
-    /// A connection from `pool`.
-    pub async fn acquire(pool: &sqlx::Pool<DB>) -> Result<Self, sqlx::Error> {
-        Ok(TxConnection {
-            conn: Some(pool.acquire().await?),
-        })
-    }
-
-    /// The connection.
-    pub fn conn(&mut self) -> &mut DB::Connection {
-        match self.conn.as_deref_mut() {
-            Some(conn) => conn,
-            // Only `release` and `drop` take it, and both consume `self`.
-            None => unreachable!("a TxConnection is used after release"),
-        }
-    }
-
-    /// The transaction ended (committed or rolled back): back to the pool.
-    pub fn release(mut self) {
-        drop(self.conn.take());
-    }
-}
-
-impl<DB: sqlx::Database> Drop for TxConnection<DB> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            drop(conn.detach());
-        }
-    }
-}
-
-/// Set when the caller stopped waiting for a [`detached`] write.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CallerGone(Arc<std::sync::atomic::AtomicBool>);
-
-impl CallerGone {
-    /// True once the caller's future was dropped: a write that has not
-    /// sent COMMIT yet rolls back instead.
-    pub fn get(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
-    }
-}
-
-/// Marks the caller gone when the awaiting future is dropped.
-struct OnDrop(CallerGone);
-
-impl Drop for OnDrop {
-    fn drop(&mut self) {
-        (self.0).0.store(true, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// Runs a write transaction on its own task and waits for it.
-///
-/// A caller's future may be dropped at any await point (a timeout, a
-/// `select!`, a client going away). Dropping sqlx futures in the middle
-/// of a transaction is where its connection bugs live (sqlx #3932,
-/// #4385, #4393), and on SQLite a dropped `delete_all` was seen to land
-/// after later writes. On its own task the transaction always runs to its
-/// end: it commits, or, when the caller is gone before COMMIT, rolls back.
-/// A panic inside is re-raised in the caller.
-pub(crate) async fn detached<R, F>(
-    work: impl FnOnce(CallerGone) -> F,
-    shutdown: impl FnOnce() -> R,
-) -> R
-where
-    R: Send + 'static,
-    F: Future<Output = R> + Send + 'static,
-{
-    let gone = CallerGone::default();
-    let handle = tokio::spawn(work(gone.clone()));
-    let _mark = OnDrop(gone);
-    match handle.await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => shutdown(),
-    }
-}
-
-/// Runs `$work` (an async expression over `$tx`, a transaction begun
-/// with `$begin`, and `$sp: &Space`) on its own task (see [`detached`]):
-/// committed unless it failed or the caller left before it finished.
-/// Values the expression uses are moved in.
-macro_rules! write_detached {
-    ($pool:expr, $space:expr, $begin:ident($($arg:expr)?), |$tx:ident, $sp:ident| $work:expr) => {{
-        let (pool, space) = ($pool.clone(), $space.clone());
-        $crate::store::sql::detached_store(move |caller_gone| async move {
-            let mut conn = $crate::store::sql::TxConnection::acquire(&pool).await?;
-            let mut $tx = conn.conn().$begin($($arg)?).await?;
-            let $sp: &$crate::store::sql::Space = &space;
-            let out = $work.await?;
-            if caller_gone.get() {
-                $tx.rollback().await?;
-            } else {
-                $tx.commit().await?;
-            }
-            conn.release();
-            Ok(out)
-        })
-        .await
-    }};
-}
-pub(crate) use write_detached;
-
-/// [`detached`] for store operations.
-pub(crate) async fn detached_store<T, F>(
-    work: impl FnOnce(CallerGone) -> F,
-) -> Result<T, SqlStoreError>
-where
-    T: Send + 'static,
-    F: Future<Output = Result<T, SqlStoreError>> + Send + 'static,
-{
-    detached(work, || Err(SqlStoreError::RuntimeShutdown)).await
 }
 
 /// Rows per statement of a namespace scan.

@@ -1,0 +1,199 @@
+//! What the two engines do differently, as a trait on their connection
+//! types (as sqlx's own `Migrate` is), so the core is ordinary generic code
+//! over `&mut C` with no executor bounds.
+//!
+//! Statements both engines run with the same text go through
+//! [`Dialect::execute`] and [`Dialect::fetch_all`]: `$N` placeholders,
+//! which sqlx binds by number on both, and the few argument types in
+//! [`Arg`].
+
+use std::future::Future;
+
+use sqlx::{Connection, Database, Encode, Transaction, Type};
+
+use super::error::Res;
+use super::space::{NamespaceState, NsInfo, NsState};
+use crate::hash::Hash;
+use crate::node::{ComputedNode, Node};
+use crate::store::PathStart;
+use crate::strata::{RowChange, RowKey};
+
+/// One versioned DDL step: version, description, statements.
+pub type Migration = (i64, &'static str, &'static str);
+
+/// An argument of a statement both engines share.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+    OptBytes(Option<&'a [u8]>),
+}
+
+/// A row shape both engines decode (a tuple of plain column types).
+pub trait Shared: FromSqlite + FromPg + Send + Unpin {}
+impl<T: FromSqlite + FromPg + Send + Unpin> Shared for T {}
+
+/// Decodes from an SQLite row (anything, without the engine).
+#[cfg(feature = "sqlite")]
+pub trait FromSqlite: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+#[cfg(feature = "sqlite")]
+impl<T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>> FromSqlite for T {}
+#[cfg(not(feature = "sqlite"))]
+pub trait FromSqlite {}
+#[cfg(not(feature = "sqlite"))]
+impl<T> FromSqlite for T {}
+
+/// Decodes from a Postgres row (anything, without the engine).
+#[cfg(feature = "postgres")]
+pub trait FromPg: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+#[cfg(feature = "postgres")]
+impl<T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>> FromPg for T {}
+#[cfg(not(feature = "postgres"))]
+pub trait FromPg {}
+#[cfg(not(feature = "postgres"))]
+impl<T> FromPg for T {}
+
+/// An SQL engine, implemented on its connection type. Declared `pub` in a
+/// private module (sealed) so that the public handles may name it in
+/// bounds.
+pub trait Dialect: Connection + Sized + 'static {
+    /// The versioned DDL, oldest first; the newest is the schema written.
+    const MIGRATIONS: &'static [Migration];
+    /// The statement creating the migration ledger if missing.
+    const LEDGER: &'static str;
+    /// The statement beginning a write transaction (`None`: plain `BEGIN`).
+    const BEGIN_WRITE: Option<&'static str>;
+    /// Whether writes in a caller's transaction run under a savepoint.
+    const SAVEPOINTS: bool;
+    /// Run after `BEGIN` to make an audit scan one read-only snapshot.
+    const SNAPSHOT: Option<&'static str>;
+
+    /// Runs a shared statement; the number of rows it changed.
+    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;
+
+    /// Runs a shared statement and decodes every row it returns.
+    fn fetch_all<T: Shared>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Res<Vec<T>>> + Send;
+
+    /// Runs DDL statements (unprepared: `sqlx::raw_sql`).
+    fn run_ddl(&mut self, sql: &'static str) -> impl Future<Output = Res<()>> + Send;
+
+    /// Serialises the namespace's writers until the transaction ends.
+    fn lock_namespace(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
+
+    /// Serialises concurrent migrations until the transaction ends.
+    fn lock_migrations(&mut self) -> impl Future<Output = Res<()>> + Send;
+
+    /// Inserts the namespace row, with the handle's stratum height, if
+    /// missing.
+    fn create_namespace(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
+
+    /// True when a walk of `starts` starts must first [`guard_walk`]
+    /// (`jit_off`: the handle's sessions already run without JIT).
+    ///
+    /// [`guard_walk`]: Dialect::guard_walk
+    fn walk_needs_guard(jit_off: bool, starts: usize) -> bool;
+
+    /// Prepares the transaction for a large path walk.
+    fn guard_walk(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
+
+    /// The current tree's nodes on the paths of `starts` (with `siblings`,
+    /// also the sibling rows at each row boundary), rows nearest the root
+    /// first, in one statement per chunk of starts.
+    fn walk_paths(
+        &mut self,
+        space: &NamespaceState,
+        info: NsInfo,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> impl Future<Output = Res<Vec<(Hash, Node)>>> + Send;
+
+    /// The stored bodies of the current rows at `keys`.
+    fn read_rows(
+        &mut self,
+        space: &NamespaceState,
+        info: NsInfo,
+        keys: &[RowKey],
+    ) -> impl Future<Output = Res<Vec<(RowKey, Vec<u8>)>>> + Send;
+
+    /// The bodies of the rows at `keys` as they were at `version`: the
+    /// live row if written at or before it, else the kept copy current
+    /// then.
+    fn read_rows_at(
+        &mut self,
+        space: &NamespaceState,
+        info: NsInfo,
+        version: i64,
+        keys: &[RowKey],
+    ) -> impl Future<Output = Res<Vec<(RowKey, Vec<u8>)>>> + Send;
+
+    /// Writes a merge's row changes and the new root (`new_root`) at
+    /// version `state.version + 1`, keeping first the replaced rows a pin
+    /// may read; passes the `written` failpoint once the rows are written.
+    fn write_commit(
+        &mut self,
+        space: &NamespaceState,
+        state: &NsState,
+        changes: &[RowChange],
+        new_root: &ComputedNode,
+    ) -> impl Future<Output = Res<()>> + Send;
+
+    /// Removes every row and the root of the namespace at `state`, keeping
+    /// first the rows a pin may still read.
+    fn clear(
+        &mut self,
+        space: &NamespaceState,
+        state: &NsState,
+    ) -> impl Future<Output = Res<()>> + Send;
+}
+
+/// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]).
+pub(crate) async fn begin_write<C: Dialect>(
+    conn: &mut C,
+) -> Result<Transaction<'_, C::Database>, sqlx::Error> {
+    match C::BEGIN_WRITE {
+        Some(sql) => conn.begin_with(sql).await,
+        None => conn.begin().await,
+    }
+}
+
+/// The first row a shared statement returns, if any.
+pub(crate) async fn fetch_optional<C: Dialect, T: Shared>(
+    conn: &mut C,
+    sql: &str,
+    args: &[Arg<'_>],
+) -> Res<Option<T>> {
+    Ok(conn.fetch_all(sql, args).await?.into_iter().next())
+}
+
+/// `args` as the engine's argument list (for the engines' implementations
+/// of [`Dialect::execute`] and [`Dialect::fetch_all`]).
+pub(crate) fn arguments<'q, DB: Database>(
+    args: &[Arg<'q>],
+) -> Result<DB::Arguments<'q>, sqlx::Error>
+where
+    i64: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+    &'q str: Encode<'q, DB> + Type<DB>,
+    &'q [u8]: Encode<'q, DB> + Type<DB>,
+    Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
+{
+    use sqlx::Arguments;
+    let mut out = DB::Arguments::<'q>::default();
+    for arg in args {
+        match *arg {
+            Arg::Int(v) => out.add(v),
+            Arg::OptInt(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::Bytes(v) => out.add(v),
+            Arg::OptBytes(v) => out.add(v),
+        }
+        .map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,70 @@
+//! The error type of the SQL stores.
+
+/// Errors of the SQLite and Postgres stores.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlStoreError {
+    /// The database driver failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A namespace's stored root is not a 32-byte hash.
+    #[error("namespace {namespace:?}: stored root hash is {len} bytes, not 32")]
+    CorruptRoot {
+        /// Namespace.
+        namespace: String,
+        /// Length of the stored hash.
+        len: usize,
+    },
+    /// A strata row of the namespace does not decode, or a batch does not
+    /// fit the stored rows (a delete of a node that is not stored where
+    /// the batch says); nothing was written.
+    #[error("namespace {namespace:?}: {source}")]
+    Rows {
+        /// Namespace.
+        namespace: String,
+        /// What is wrong.
+        #[source]
+        source: crate::strata::StrataError,
+    },
+    /// The store files nodes by position; nodes cannot be read by hash
+    /// alone ([`TreeStore::reads_by_position`](crate::store::TreeStore::reads_by_position)).
+    #[error("this store reads nodes by position, not by hash")]
+    NotByHash,
+    /// The stratum height asked for is outside 1..=6.
+    #[error("stratum height {0} is outside 1..=6")]
+    StratumHeight(i64),
+    /// A test armed a failpoint (cargo feature `failpoints`) at `point`.
+    #[cfg(feature = "failpoints")]
+    #[error("failpoint {point} fired")]
+    Injected {
+        /// The point.
+        point: &'static str,
+    },
+    /// The runtime shut down while a write ran on its own task (see
+    /// [`TreeStore::commit`](crate::store::TreeStore::commit) on the pool stores).
+    #[error("the async runtime shut down before the write finished")]
+    RuntimeShutdown,
+    /// The namespace's row was gone right after the write transaction
+    /// created it (another handle renamed or removed it meanwhile).
+    #[error("the namespace row vanished inside a write transaction")]
+    NamespaceVanished,
+    /// A read or copy named a version of the namespace that no pin holds.
+    #[error("no pin holds version {version} of this namespace")]
+    NoSuchVersion {
+        /// The version asked for.
+        version: u64,
+    },
+    /// A stored version number is negative (the row is corrupt).
+    #[error("stored version {0} is negative")]
+    BadVersion(i64),
+    /// The schema in the database is newer than this crate knows.
+    #[error("database schema version {found} is newer than the {supported} this crate supports")]
+    SchemaTooNew {
+        /// Version found.
+        found: i64,
+        /// Highest version known.
+        supported: i64,
+    },
+}
+
+/// The result of every SQL store operation.
+pub(crate) type Res<T> = Result<T, SqlStoreError>;

@@ -1,0 +1,504 @@
+//! The SQL handles, generic over the engine: [`SqlStore`] on a pool and
+//! [`SqlTxStore`] on a caller's open transaction.
+
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use super::dialect::{Dialect, begin_write};
+use super::error::{Res, SqlStoreError};
+use super::ops;
+use super::reads;
+use super::space::NamespaceState;
+use super::tx::{self, TxConnection, Work, detached, detached_store};
+use crate::audit::RowAudit;
+use crate::audit::report::AuditReport;
+use crate::descent::UpdateBatch;
+use crate::error::TreeError;
+use crate::hash::Hash;
+use crate::key::Key;
+use crate::layout::LayoutKind;
+use crate::leaf::Leaf;
+use crate::node::{ComputedNode, Node};
+use crate::pin::Pin;
+use crate::position::Position;
+use crate::store::locked::write_planned;
+use crate::store::{
+    BulkStore, CommitOutcome, DEFAULT_RECENT_NODES, PathStart, PinStore, ReadAt, RecentNodes,
+    StoreStats, TreeStore,
+};
+use crate::strata::StratumHeight;
+
+/// A tree store in an SQL database, bound to one namespace; see
+/// [`SqliteStore`](crate::store::SqliteStore) and
+/// [`PostgresStore`](crate::store::PostgresStore).
+///
+/// Cloning is cheap and shares the pool, the handle's counters and its
+/// [`RecentNodes`]. Sums are stored as the i64 with the same bits as the
+/// u64 (the root) or as little-endian bytes inside row bodies; they are
+/// never compared in SQL.
+pub struct SqlStore<C: Dialect> {
+    pub(super) pool: sqlx::Pool<C::Database>,
+    pub(super) space: Arc<NamespaceState>,
+    /// True when the pool's sessions run with JIT off (Postgres pools made
+    /// by `connect`), so path walks need no guard.
+    pub(super) jit_off: bool,
+}
+
+impl<C: Dialect> Clone for SqlStore<C> {
+    fn clone(&self) -> Self {
+        SqlStore {
+            pool: self.pool.clone(),
+            space: self.space.clone(),
+            jit_off: self.jit_off,
+        }
+    }
+}
+
+impl<C: Dialect> std::fmt::Debug for SqlStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("pool", &self.pool)
+            .field("space", &self.space)
+            .field("jit_off", &self.jit_off)
+            .finish()
+    }
+}
+
+impl<C: Dialect> SqlStore<C> {
+    /// A store on a pool the host application already has. Call
+    /// [`migrate`](Self::migrate) once before use.
+    pub fn from_pool(pool: sqlx::Pool<C::Database>, namespace: &str) -> Self {
+        SqlStore {
+            pool,
+            space: NamespaceState::new(namespace, StratumHeight::default(), DEFAULT_RECENT_NODES),
+            jit_off: false,
+        }
+    }
+
+    /// [`from_pool`](Self::from_pool) on namespace `"default"`, migrated.
+    pub(super) async fn opened(pool: sqlx::Pool<C::Database>, jit_off: bool) -> Res<Self> {
+        let store = SqlStore {
+            jit_off,
+            ..Self::from_pool(pool, "default")
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The same database, another namespace (an independent tree), with
+    /// this handle's settings.
+    pub fn namespace(&self, name: &str) -> Self {
+        self.with_space(name, self.space.height, self.space.recent.capacity())
+    }
+
+    /// This handle with its own memory of up to `capacity` recent nodes
+    /// (default [`DEFAULT_RECENT_NODES`]; 0 reads every node from the
+    /// database). Handles made from it with [`namespace`](Self::namespace)
+    /// get the same capacity. See [`RecentNodes`] for why remembered nodes
+    /// are always right.
+    pub fn with_recent_nodes(self, capacity: usize) -> Self {
+        self.with_space(&self.space.name, self.space.height, capacity)
+    }
+
+    /// This handle creating its namespace, if new, with `height` levels per
+    /// row (default [`DEFAULT_STRATUM_HEIGHT`](crate::store::DEFAULT_STRATUM_HEIGHT)).
+    /// A namespace that exists keeps the height it was created with.
+    pub fn with_stratum_height(self, height: StratumHeight) -> Self {
+        self.with_space(&self.space.name, height, self.space.recent.capacity())
+    }
+
+    fn with_space(&self, name: &str, height: StratumHeight, recent: usize) -> Self {
+        SqlStore {
+            pool: self.pool.clone(),
+            space: NamespaceState::new(name, height, recent),
+            jit_off: self.jit_off,
+        }
+    }
+
+    /// The nodes this handle remembers.
+    pub fn recent(&self) -> &RecentNodes {
+        &self.space.recent
+    }
+
+    /// This store's namespace.
+    pub fn namespace_name(&self) -> &str {
+        &self.space.name
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &sqlx::Pool<C::Database> {
+        &self.pool
+    }
+
+    /// Creates or upgrades the store's tables (`ms_smt_*`). Idempotent and
+    /// safe to run from several processes at once; tracked in its own
+    /// `ms_smt_migrations` table, so it coexists with the host's sqlx
+    /// migrations. Each version's DDL runs once, in its own transaction
+    /// with its ledger entry; a database at a newer version than this
+    /// crate knows is refused ([`SqlStoreError::SchemaTooNew`]).
+    pub async fn migrate(&self) -> Res<()> {
+        super::schema::migrate::<C>(&self.pool).await
+    }
+
+    /// A store for this namespace that runs on the caller's open
+    /// transaction (`&mut *tx`): the tree's writes commit or roll back with
+    /// the caller's own rows.
+    ///
+    /// SQLite writes under a savepoint; start the caller's transaction
+    /// with `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN IMMEDIATE")`) so it
+    /// holds the write lock from the start. Postgres writes each commit as
+    /// one statement, so a commit is never half-applied even when its
+    /// future is dropped; a failed statement aborts the caller's
+    /// transaction, as any does there. Use READ COMMITTED: a write that
+    /// loses a race re-reads the root, which a REPEATABLE READ snapshot
+    /// would hide.
+    pub fn in_transaction<'c>(&self, conn: &'c mut C) -> SqlTxStore<'c, C> {
+        SqlTxStore {
+            conn: Mutex::new(conn),
+            space: self.space.clone(),
+        }
+    }
+
+    /// True when `other` shares this handle's pool (so one statement can
+    /// see both namespaces).
+    fn same_pool(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.pool.connect_options(), &other.pool.connect_options())
+    }
+}
+
+/// A [`SqlStore`] namespace bound to a caller's open transaction; see
+/// [`SqlStore::in_transaction`].
+pub struct SqlTxStore<'c, C: Dialect> {
+    conn: Mutex<&'c mut C>,
+    space: Arc<NamespaceState>,
+}
+
+impl<C: Dialect> std::fmt::Debug for SqlTxStore<'_, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlTxStore")
+            .field("space", &self.space)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Dialect> SqlTxStore<'_, C> {
+    /// Runs `work` in the caller's transaction, under a savepoint where
+    /// the engine writes with one ([`Dialect::SAVEPOINTS`]).
+    async fn write<T>(
+        &self,
+        work: impl for<'a> FnOnce(&'a mut C, &'a NamespaceState) -> Work<'a, T>,
+    ) -> Res<T> {
+        let mut conn = self.conn.lock().await;
+        if !C::SAVEPOINTS {
+            return work(&mut **conn, &self.space).await;
+        }
+        let mut savepoint = (**conn).begin().await?;
+        let out = work(&mut *savepoint, &self.space).await?;
+        savepoint.commit().await?;
+        Ok(out)
+    }
+}
+
+impl<C: Dialect> TreeStore for SqlStore<C> {
+    type Error = SqlStoreError;
+
+    async fn load_root(&self) -> Res<ComputedNode> {
+        ops::load_root(&mut *self.pool.acquire().await?, &self.space).await
+    }
+
+    async fn read_paths(
+        &self,
+        at: ReadAt,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Vec<(Hash, Node)>> {
+        if at != ReadAt::Current || !C::walk_needs_guard(self.jit_off, starts.len()) {
+            let mut conn = self.pool.acquire().await?;
+            return reads::paths_on(&mut *conn, &self.space, at, starts, siblings, false).await;
+        }
+        // The guard lasts for a read transaction of its own.
+        self.space.counters.round_trip(1);
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
+        let nodes = reads::paths_on(&mut *tx, &self.space, at, starts, siblings, true).await?;
+        self.space.counters.round_trip(1);
+        tx.rollback().await?;
+        conn.release();
+        Ok(nodes)
+    }
+
+    async fn read_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        reads::positions(&mut *self.pool.acquire().await?, &self.space, at, nodes).await
+    }
+
+    async fn read_in_order(
+        &self,
+        at: ReadAt,
+        (from, _): (Position, Hash),
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.pool.acquire().await?;
+        reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit).await
+    }
+
+    // A write's commit merges into the rows its path read brings, so a
+    // write reads every row from the store.
+    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
+        (!for_write).then_some(&self.space.recent)
+    }
+
+    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
+        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.clone());
+        detached_store(move |caller_gone| async move {
+            space.counters.round_trip(1);
+            let mut conn = TxConnection::acquire(&pool).await?;
+            let mut tx = begin_write(conn.conn()).await?;
+            space.fail("begin")?;
+            let outcome = ops::commit_on(&mut *tx, &space, &batch).await?;
+            space.counters.round_trip(1);
+            match outcome {
+                CommitOutcome::Committed if !caller_gone.get() => {
+                    space.fail("before_commit")?;
+                    tx.commit().await?;
+                    space.fail("after_commit")?;
+                }
+                _ => tx.rollback().await?,
+            }
+            conn.release();
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn delete_all(&self) -> Res<()> {
+        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
+            Box::pin(ops::delete_all_on(conn, space))
+        })
+        .await
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.space.counters.snapshot_with(&self.space.recent)
+    }
+
+    // TreeError is what the tree's own writes return; boxing it here only.
+    #[allow(clippy::result_large_err)]
+    async fn write_locked(
+        &self,
+        kind: LayoutKind,
+        batch: &[(Key, Leaf)],
+    ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
+        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
+        let store = |e: sqlx::Error| TreeError::Store(SqlStoreError::from(e));
+        detached(
+            move |caller_gone| async move {
+                let mut conn = TxConnection::acquire(&pool).await.map_err(store)?;
+                let mut tx = begin_write(conn.conn()).await.map_err(store)?;
+                tx.lock_namespace(&space).await.map_err(TreeError::Store)?;
+                let root = {
+                    let locked = SqlTxStore {
+                        conn: Mutex::new(&mut *tx),
+                        space,
+                    };
+                    write_planned(&locked, kind, &batch).await?
+                };
+                if caller_gone.get() {
+                    tx.rollback().await.map_err(store)?;
+                } else {
+                    tx.commit().await.map_err(store)?;
+                }
+                conn.release();
+                Ok(Some(root))
+            },
+            || Err(TreeError::Store(SqlStoreError::RuntimeShutdown)),
+        )
+        .await
+    }
+
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        // A read transaction: every page sees the same snapshot.
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = conn.conn().begin().await?;
+        if let Some(sql) = C::SNAPSHOT {
+            tx.execute(sql, &[]).await?;
+        }
+        ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
+        tx.commit().await?;
+        conn.release();
+        Ok(Some(audit.finish()))
+    }
+}
+
+impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
+    type Error = SqlStoreError;
+
+    async fn load_root(&self) -> Res<ComputedNode> {
+        ops::load_root(&mut **self.conn.lock().await, &self.space).await
+    }
+
+    /// A large walk's guard ([`Dialect::guard_walk`]) lasts until the
+    /// caller's transaction ends (no savepoint: see the Postgres store).
+    async fn read_paths(
+        &self,
+        at: ReadAt,
+        starts: &[PathStart],
+        siblings: bool,
+    ) -> Res<Vec<(Hash, Node)>> {
+        let guard = C::walk_needs_guard(false, starts.len());
+        let mut conn = self.conn.lock().await;
+        reads::paths_on(&mut **conn, &self.space, at, starts, siblings, guard).await
+    }
+
+    async fn read_positions(
+        &self,
+        at: ReadAt,
+        nodes: &[(Position, Hash)],
+    ) -> Res<Vec<(Hash, Node)>> {
+        reads::positions(&mut **self.conn.lock().await, &self.space, at, nodes).await
+    }
+
+    async fn read_in_order(
+        &self,
+        at: ReadAt,
+        (from, _): (Position, Hash),
+        probe: Key,
+        until: Option<Key>,
+        limit: usize,
+    ) -> Res<Vec<(Hash, Node)>> {
+        let mut conn = self.conn.lock().await;
+        reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit).await
+    }
+
+    // A write's commit merges into the rows its path read brings, so a
+    // write reads every row from the store.
+    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
+        (!for_write).then_some(&self.space.recent)
+    }
+
+    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
+        let mut conn = self.conn.lock().await;
+        if !C::SAVEPOINTS {
+            // Every write of a commit is one statement, and a root that
+            // moved is found before it.
+            return ops::commit_on(&mut **conn, &self.space, batch).await;
+        }
+        self.space.counters.round_trip(1);
+        let mut savepoint = (**conn).begin().await?;
+        let outcome = ops::commit_on(&mut *savepoint, &self.space, batch).await?;
+        self.space.counters.round_trip(1);
+        match outcome {
+            CommitOutcome::Committed => savepoint.commit().await?,
+            CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
+        }
+        Ok(outcome)
+    }
+
+    async fn delete_all(&self) -> Res<()> {
+        self.write(|conn, space| Box::pin(ops::delete_all_on(conn, space)))
+            .await
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.space.counters.snapshot_with(&self.space.recent)
+    }
+
+    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind);
+        ops::scan_rows_on(&mut **self.conn.lock().await, &self.space, &mut audit).await?;
+        Ok(Some(audit.finish()))
+    }
+}
+
+impl<C: Dialect> PinStore for SqlStore<C> {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let name = name.to_owned();
+        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
+            Box::pin(async move { ops::pin_on(conn, space, &name).await })
+        })
+        .await
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let name = name.to_owned();
+        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
+            Box::pin(async move { ops::unpin_on(conn, space, &name).await })
+        })
+        .await
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        ops::pinned_on(&mut *self.pool.acquire().await?, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        ops::pins_on(&mut *self.pool.acquire().await?, &self.space).await
+    }
+}
+
+impl<C: Dialect> PinStore for SqlTxStore<'_, C> {
+    async fn pin(&self, name: &str) -> Res<Pin> {
+        let name = name.to_owned();
+        self.write(move |conn, space| {
+            Box::pin(async move { ops::pin_on(conn, space, &name).await })
+        })
+        .await
+    }
+
+    async fn unpin(&self, name: &str) -> Res<bool> {
+        let name = name.to_owned();
+        self.write(move |conn, space| {
+            Box::pin(async move { ops::unpin_on(conn, space, &name).await })
+        })
+        .await
+    }
+
+    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
+        ops::pinned_on(&mut **self.conn.lock().await, &self.space, name).await
+    }
+
+    async fn pins(&self) -> Res<Vec<Pin>> {
+        ops::pins_on(&mut **self.conn.lock().await, &self.space).await
+    }
+}
+
+impl<C: Dialect> BulkStore for SqlStore<C> {
+    fn name(&self) -> &str {
+        &self.space.name
+    }
+
+    fn open_namespace(&self, name: &str) -> Res<Self> {
+        Ok(self.namespace(name))
+    }
+
+    /// One `INSERT ... SELECT` when both handles share a pool.
+    async fn copy_into(&self, at: ReadAt, target: &Self) -> Res<Option<ComputedNode>> {
+        if !self.same_pool(target) {
+            return Ok(None);
+        }
+        let src = self.space.clone();
+        tx::write(&self.pool, &target.space, move |conn: &mut C, target| {
+            Box::pin(async move { ops::copy_on(conn, &src, at, target).await })
+        })
+        .await
+    }
+
+    /// A rename of `staging`'s namespace row: constant time.
+    async fn take_tree_of(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
+        if !self.same_pool(staging) || self.space.name == staging.space.name {
+            return Ok(false);
+        }
+        let (from, expected) = (staging.space.clone(), *expected);
+        tx::write(&self.pool, &self.space, move |conn: &mut C, target| {
+            Box::pin(async move { ops::take_tree_on(conn, target, &from, &expected).await })
+        })
+        .await
+    }
+}

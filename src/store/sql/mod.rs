@@ -1,0 +1,23 @@
+//! The SQL stores: one core generic over the engine ([`Dialect`]), with
+//! SQLite and Postgres as its two dialects.
+
+mod dialect;
+mod error;
+mod handle;
+mod ops;
+#[cfg(feature = "sqlite")]
+mod packed;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod reads;
+mod schema;
+mod space;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod tx;
+
+pub use error::SqlStoreError;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, PostgresTxStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteStore, SqliteTxStore};
