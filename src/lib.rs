@@ -74,7 +74,10 @@ pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
 pub use proof::single::{Proof, verify_merkle_proof};
 pub use proof::update::UpdateProof;
-pub use tree::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree, View};
+pub use tree::{
+    CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, FullTree,
+    ProvenWrite, Receipt, SubmitError, Ticket, Tree, View, Writer, WriterConfig, WriterStats,
+};
 pub use universe::{
     Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError, Import, ImportError,
     LeafEntry, Leaves, SyncError, SyncPeer, SyncReport, Trunk,

@@ -1,5 +1,5 @@
-//! Cancellation safety: every tree future (insert_many, get_many,
-//! merkle_proofs, delete_all, and insert_many in the caller's-transaction
+//! Cancellation safety: every tree future (insert_many, the writer's
+//! submit, get_many, merkle_proofs, delete_all, and insert_many in the caller's-transaction
 //! mode) is dropped after k polls, for every k from 1 until the operation
 //! completes, on SQLite and Postgres. After each drop the store must be
 //! usable at once (the next read and write succeed), the root must be the
@@ -26,7 +26,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
+use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, WriterConfig};
 use sqlx::Connection;
 use support::{TempDb, hkey, pg_url, unique};
 
@@ -96,7 +96,7 @@ struct Seen {
 /// handle with nothing remembered).
 async fn campaign<S, F, C>(what: &str, ops: &[&'static str], fresh: F, idle_check: C) -> Seen
 where
-    S: TreeStore,
+    S: TreeStore + Clone + 'static,
     F: Fn() -> S,
     C: AsyncFn(),
 {
@@ -118,7 +118,7 @@ where
             let b = batch(&tag, round, 25 + round % 40);
             let old = tree.root().await.expect("root");
             let new_model = match op {
-                "insert_many" => applied(&model, &b),
+                "insert_many" | "submit" => applied(&model, &b),
                 "delete_all" => Model::new(),
                 _ => model.clone(),
             };
@@ -135,6 +135,16 @@ where
                     "merkle_proofs" => poll_at_most(handle.merkle_proofs(&keys), k)
                         .await
                         .map(|r| r.map(|_| ()).expect("merkle_proofs")),
+                    "submit" => {
+                        // Dropped before its group sealed: left out; after:
+                        // written. Close waits for the writer either way.
+                        let writer = handle.writer(WriterConfig::default());
+                        let done = poll_at_most(writer.submit(b.clone()), k)
+                            .await
+                            .map(|r| r.map(|_| ()).expect("submit"));
+                        writer.close().await;
+                        done
+                    }
                     _ => poll_at_most(handle.delete_all(), k)
                         .await
                         .map(|r| r.expect("delete_all")),
@@ -205,7 +215,13 @@ async fn cancel_sqlite() {
     let ns = unique("cancel");
     let seen = campaign(
         "sqlite",
-        &["insert_many", "get_many", "merkle_proofs", "delete_all"],
+        &[
+            "insert_many",
+            "submit",
+            "get_many",
+            "merkle_proofs",
+            "delete_all",
+        ],
         || store.namespace(&ns).with_recent_nodes(0),
         async || {},
     )
@@ -253,7 +269,13 @@ async fn cancel_postgres() {
     let ns = unique("cancel");
     let seen = campaign(
         "postgres",
-        &["insert_many", "get_many", "merkle_proofs", "delete_all"],
+        &[
+            "insert_many",
+            "submit",
+            "get_many",
+            "merkle_proofs",
+            "delete_all",
+        ],
         || store.namespace(&ns).with_recent_nodes(0),
         async || no_idle_transaction(&admin).await,
     )

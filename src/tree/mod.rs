@@ -27,7 +27,12 @@ mod fetch;
 pub(crate) mod handle;
 mod view;
 mod walk;
+mod writer;
 
 pub(crate) use handle::Target;
 pub use handle::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree};
 pub use view::View;
+pub use writer::{
+    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, Receipt, SubmitError, Ticket, Writer,
+    WriterConfig, WriterStats,
+};

@@ -1,0 +1,767 @@
+//! The coalescing writer: many small submissions from many tasks become one
+//! read phase, one descent and one durable commit per group.
+//!
+//! A single task owns the tree's write side. Submissions queue on a bounded
+//! channel; the task takes the first one, then everything else already
+//! queued (up to [`WriterConfig::max_group_leaves`]), and writes the group.
+//! While a group commits, the next one gathers, so the group size follows
+//! the load: one leaf when nobody else is waiting (no added wait by
+//! default), hundreds when hundreds of tasks submit at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin as StdPin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::descent::{self, NodeCache};
+use crate::error::{PlanError, SumOverflow, TreeError};
+use crate::key::Key;
+use crate::layout::{Layout, LayoutKind};
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::proof::single::Proof;
+use crate::store::{CommitOutcome, TreeStore};
+use crate::tree::handle::{EXCLUSIVE_AFTER, Target, Tree, backoff};
+use crate::tree::walk;
+
+/// How a [`Writer`] forms its groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterConfig {
+    /// Leaves at most in one group (default 8,192). A submission larger
+    /// than this is never split: it forms a group of its own.
+    pub max_group_leaves: usize,
+    /// How long the writer waits for more submissions once it has one
+    /// (default zero: a group is whatever is queued when the previous
+    /// commit ends, so a lone submitter pays no added latency).
+    pub max_wait: Duration,
+    /// Submissions queued at most (default 16,384). [`Writer::submit`]
+    /// waits while the queue is full; [`Writer::try_submit`] refuses.
+    pub queue_bound: usize,
+}
+
+/// Default [`WriterConfig::max_group_leaves`].
+pub const DEFAULT_MAX_GROUP_LEAVES: usize = 8_192;
+/// Default [`WriterConfig::queue_bound`].
+pub const DEFAULT_QUEUE_BOUND: usize = 16_384;
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            max_group_leaves: DEFAULT_MAX_GROUP_LEAVES,
+            max_wait: Duration::ZERO,
+            queue_bound: DEFAULT_QUEUE_BOUND,
+        }
+    }
+}
+
+/// What an acknowledged submission gets: its leaves are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The root the submission's group committed: it contains this
+    /// submission and every submission acknowledged before it.
+    pub root: ComputedNode,
+    /// With [`Writer::submit_with_proofs`]: a proof at `root` for each of
+    /// the submission's keys, in the order submitted.
+    pub proofs: Option<Vec<Proof>>,
+    /// Leaves in the group this submission committed with.
+    pub group_leaves: usize,
+}
+
+/// Why a submission was not acknowledged. Nothing of it was written,
+/// except where [`SubmitError::Indeterminate`] says otherwise.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError<E: std::error::Error + 'static> {
+    /// This submission alone was rejected (its leaves would overflow the
+    /// u64 root sum, given the submissions applied before it); the rest of
+    /// its group committed.
+    #[error("submission rejected: {0}")]
+    Rejected(#[source] PlanError),
+    /// The group's write failed and the store's root shows it was not
+    /// applied; the submission can be sent again.
+    #[error("the group's write failed: {0}")]
+    Failed(#[source] Arc<TreeError<E>>),
+    /// The group's commit failed and the store's root has since moved to a
+    /// root that is neither the group's old nor its new one (another
+    /// process wrote meanwhile): whether this submission was applied is
+    /// unknown. Read its keys to find out.
+    #[error("the group's commit failed and its outcome is unknown: {0}")]
+    Indeterminate(#[source] Arc<TreeError<E>>),
+    /// The writer was closed before the submission was queued.
+    #[error("the writer is closed")]
+    Closed,
+    /// [`Writer::try_submit`] only: the queue is full.
+    #[error("the writer's queue is full")]
+    Full,
+    /// The writer's task ended, or panicked inside the store, while this
+    /// submission was queued or being written: whether it was applied is
+    /// unknown (read its keys to find out).
+    #[error("the writer stopped before answering; the outcome is unknown")]
+    Stopped,
+}
+
+/// The answer to one submission.
+type Answer<E> = Result<Receipt, SubmitError<E>>;
+
+/// One queued submission.
+struct Pending<E: std::error::Error + 'static> {
+    batch: Vec<(Key, Leaf)>,
+    prove: bool,
+    reply: oneshot::Sender<Answer<E>>,
+}
+
+/// Counts of what a writer did since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Groups written (each one descent and at most one commit).
+    pub groups: u64,
+    /// Submissions acknowledged.
+    pub acknowledged: u64,
+    /// Leaves in acknowledged submissions.
+    pub leaves: u64,
+    /// Submissions rejected alone ([`SubmitError::Rejected`]).
+    pub rejected: u64,
+    /// Submissions failed with their group.
+    pub failed: u64,
+    /// Submissions dropped by their submitter before their group sealed.
+    pub abandoned: u64,
+    /// Commits lost to another writer's (retried).
+    pub lost_races: u64,
+    /// The largest group, in leaves.
+    pub largest_group: u64,
+    /// Groups by size: entry `i` counts groups of `2^i ..= 2^(i+1) - 1`
+    /// leaves (the last entry: 32,768 and more).
+    pub group_sizes: [u64; 16],
+}
+
+#[derive(Default)]
+struct Counters {
+    groups: AtomicU64,
+    acknowledged: AtomicU64,
+    leaves: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
+    abandoned: AtomicU64,
+    lost_races: AtomicU64,
+    largest_group: AtomicU64,
+    group_sizes: [AtomicU64; 16],
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn group(&self, leaves: usize) {
+        let leaves = leaves as u64;
+        Self::add(&self.groups, 1);
+        self.largest_group.fetch_max(leaves, Ordering::Relaxed);
+        let bucket = (leaves.max(1).ilog2() as usize).min(self.group_sizes.len() - 1);
+        Self::add(&self.group_sizes[bucket], 1);
+    }
+
+    fn snapshot(&self) -> WriterStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WriterStats {
+            groups: get(&self.groups),
+            acknowledged: get(&self.acknowledged),
+            leaves: get(&self.leaves),
+            rejected: get(&self.rejected),
+            failed: get(&self.failed),
+            abandoned: get(&self.abandoned),
+            lost_races: get(&self.lost_races),
+            largest_group: get(&self.largest_group),
+            group_sizes: std::array::from_fn(|i| get(&self.group_sizes[i])),
+        }
+    }
+}
+
+/// State shared by a writer's clones.
+struct Shared<E: std::error::Error + 'static> {
+    /// `None` once closed.
+    sender: RwLock<Option<mpsc::Sender<Pending<E>>>>,
+    counters: Arc<Counters>,
+    /// True once the writer's task has ended.
+    done: watch::Receiver<bool>,
+}
+
+/// A coalescing writer for one tree: cheap to clone and share across tasks.
+///
+/// Each [`submit`](Self::submit) hands over a batch (one leaf or many) and
+/// resolves once the batch is durable. Submissions that queue while a
+/// commit is in flight are written together, with one read phase, one
+/// descent and one commit, so many small writers share each durable
+/// commit. Guarantees, each tested:
+///
+/// * **Order.** Submissions apply in the order they were queued: for one
+///   key the later submission wins, and a receipt's root contains its
+///   submission and every one acknowledged before it.
+/// * **Atomic, isolated submissions.** A submission is applied whole or
+///   not at all. One whose leaves would overflow the u64 root sum (counting
+///   the leaves it replaces, after the submissions before it) is rejected
+///   alone with [`SubmitError::Rejected`]; the rest of its group commits.
+/// * **Failures.** A commit that loses a race to another process is
+///   retried from a fresh read (after a few losses, under the namespace's
+///   write lock). A commit that fails is never acknowledged: after an
+///   error the writer reads the root and acknowledges the group only if it
+///   is the group's new root; otherwise every submission of the group gets
+///   [`SubmitError::Failed`] (the root is still the old one: nothing was
+///   applied) or [`SubmitError::Indeterminate`].
+/// * **Backpressure.** The queue holds at most
+///   [`WriterConfig::queue_bound`] submissions; `submit` waits while it is
+///   full and [`try_submit`](Self::try_submit) refuses with
+///   [`SubmitError::Full`].
+/// * **Cancellation.** A submitter that drops its future before its group
+///   is sealed is left out of the group. Once the group is sealed (the
+///   writer has started its read phase), its leaves are written whether or
+///   not anyone still waits.
+/// * **Shutdown.** [`close`](Self::close) refuses new submissions, then
+///   writes or fails every queued one and returns when the writer's task
+///   has ended. Dropping every clone does the same in the background.
+/// * **Other processes.** Commits stay guarded by the store's root
+///   compare-and-swap, so several writers (in several processes) on one
+///   namespace stay correct.
+///
+/// The writer is the fast path for many small writes; a direct
+/// [`Tree::insert_many`] from other tasks stays correct beside it (the two
+/// race optimistically like any two writers).
+pub struct Writer<S: TreeStore, L> {
+    shared: Arc<Shared<S::Error>>,
+    layout: PhantomData<fn() -> L>,
+}
+
+impl<S: TreeStore, L> Clone for Writer<S, L> {
+    fn clone(&self) -> Self {
+        Writer {
+            shared: self.shared.clone(),
+            layout: PhantomData,
+        }
+    }
+}
+
+impl<S: TreeStore, L> std::fmt::Debug for Writer<S, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A queued submission's answer (from [`Writer::try_submit`]).
+pub struct Ticket<E: std::error::Error + 'static> {
+    reply: oneshot::Receiver<Answer<E>>,
+}
+
+impl<E: std::error::Error + 'static> std::fmt::Debug for Ticket<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket").finish_non_exhaustive()
+    }
+}
+
+impl<E: std::error::Error + 'static> Future for Ticket<E> {
+    type Output = Answer<E>;
+
+    fn poll(mut self: StdPin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<E>> {
+        StdPin::new(&mut self.reply)
+            .poll(cx)
+            .map(|answer| answer.unwrap_or(Err(SubmitError::Stopped)))
+    }
+}
+
+impl<S, L> Tree<S, L>
+where
+    S: TreeStore + Clone + 'static,
+    L: Layout + Send + Sync + 'static,
+{
+    /// A coalescing [`Writer`] for this tree, with its own task on the
+    /// current Tokio runtime (call from inside one: like `tokio::spawn`, it
+    /// panics outside a runtime).
+    pub fn writer(&self, config: WriterConfig) -> Writer<S, L> {
+        let (sender, queue) = mpsc::channel(config.queue_bound.max(1));
+        let (done_tx, done) = watch::channel(false);
+        let counters = Arc::new(Counters::default());
+        let task = Task {
+            tree: Tree::<S, L>::new(self.store.clone()).with_max_attempts(self.max_attempts),
+            config,
+            counters: counters.clone(),
+        };
+        tokio::spawn(async move {
+            task.run(queue).await;
+            let _ = done_tx.send(true);
+        });
+        Writer {
+            shared: Arc::new(Shared {
+                sender: RwLock::new(Some(sender)),
+                counters,
+                done,
+            }),
+            layout: PhantomData,
+        }
+    }
+}
+
+impl<S: TreeStore, L> Writer<S, L> {
+    /// Writes `batch` with the submissions queued beside it; resolves once
+    /// it is durable. Waits while the queue is full.
+    pub async fn submit<I>(&self, batch: I) -> Answer<S::Error>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        self.queue(batch, false).await?.await
+    }
+
+    /// [`submit`](Self::submit), with a proof at the receipt's root for each
+    /// key of `batch` ([`Receipt::proofs`]).
+    pub async fn submit_with_proofs<I>(&self, batch: I) -> Answer<S::Error>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        self.queue(batch, true).await?.await
+    }
+
+    /// Queues `batch` without waiting: [`SubmitError::Full`] when the queue
+    /// is full. The [`Ticket`] resolves as [`submit`](Self::submit) does;
+    /// dropping it before the group is sealed leaves the batch out.
+    pub fn try_submit<I>(&self, batch: I) -> Result<Ticket<S::Error>, SubmitError<S::Error>>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let sender = self.sender()?;
+        let (pending, ticket) = pending(batch, false);
+        sender.try_send(pending).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SubmitError::Full,
+            mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
+        })?;
+        Ok(ticket)
+    }
+
+    async fn queue<I>(
+        &self,
+        batch: I,
+        prove: bool,
+    ) -> Result<Ticket<S::Error>, SubmitError<S::Error>>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let sender = self.sender()?;
+        let (pending, ticket) = pending(batch, prove);
+        sender
+            .send(pending)
+            .await
+            .map_err(|_| SubmitError::Closed)?;
+        Ok(ticket)
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Pending<S::Error>>, SubmitError<S::Error>> {
+        let sender = self
+            .shared
+            .sender
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        sender.clone().ok_or(SubmitError::Closed)
+    }
+
+    /// Refuses new submissions, writes (or fails) every queued one, and
+    /// returns once the writer's task has ended. Every clone is closed.
+    pub async fn close(&self) {
+        self.shared
+            .sender
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let mut done = self.shared.done.clone();
+        // An error means the task is gone: nothing is left to wait for.
+        let _ = done.wait_for(|done| *done).await;
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        self.shared.counters.snapshot()
+    }
+}
+
+fn pending<E, I>(batch: I, prove: bool) -> (Pending<E>, Ticket<E>)
+where
+    E: std::error::Error + 'static,
+    I: IntoIterator<Item = (Key, Leaf)>,
+{
+    let (reply, answer) = oneshot::channel();
+    let pending = Pending {
+        batch: batch.into_iter().collect(),
+        prove,
+        reply,
+    };
+    (pending, Ticket { reply: answer })
+}
+
+/// The writer's task.
+struct Task<S, L> {
+    tree: Tree<S, L>,
+    config: WriterConfig,
+    counters: Arc<Counters>,
+}
+
+/// A submission admitted to its group's write.
+struct Admitted<E: std::error::Error + 'static> {
+    pending: Pending<E>,
+}
+
+/// The outcome of writing a group once.
+enum Attempt {
+    /// Written (or nothing to write) at this root.
+    Done(ComputedNode, Option<NodeCache>),
+    /// Lost a race; read again.
+    Retry,
+}
+
+impl<S: TreeStore, L: Layout> Task<S, L> {
+    /// Writes groups until the queue is closed and empty. Each group is
+    /// written on a task of its own, so a panic inside the store (its
+    /// submitters get [`SubmitError::Stopped`]) does not end the writer.
+    async fn run(self, mut queue: mpsc::Receiver<Pending<S::Error>>)
+    where
+        S: Clone + 'static,
+        L: Send + Sync + 'static,
+    {
+        let task = Arc::new(self);
+        while let Some(first) = queue.recv().await {
+            let group = task.gather(first, &mut queue).await;
+            let writer = task.clone();
+            if let Err(e) = tokio::spawn(async move { writer.write_group(group).await }).await
+                && !e.is_panic()
+            {
+                // The runtime is shutting down: the queue goes with it.
+                return;
+            }
+        }
+    }
+
+    /// The group that starts with `first`: what is already queued, and
+    /// what arrives within `max_wait`, up to `max_group_leaves`.
+    async fn gather(
+        &self,
+        first: Pending<S::Error>,
+        queue: &mut mpsc::Receiver<Pending<S::Error>>,
+    ) -> Vec<Pending<S::Error>> {
+        let max = self.config.max_group_leaves.max(1);
+        let mut leaves = first.batch.len();
+        let mut group = vec![first];
+        let deadline = tokio::time::Instant::now() + self.config.max_wait;
+        while leaves < max {
+            let next = match queue.try_recv() {
+                Ok(next) => next,
+                Err(_) if self.config.max_wait.is_zero() => break,
+                Err(_) => match tokio::time::timeout_at(deadline, queue.recv()).await {
+                    Ok(Some(next)) => next,
+                    _ => break,
+                },
+            };
+            leaves += next.batch.len();
+            group.push(next);
+        }
+        group
+    }
+
+    /// Seals `group` (leaving out submissions nobody waits for), writes it
+    /// and answers every submission in it.
+    async fn write_group(&self, group: Vec<Pending<S::Error>>) {
+        let (live, gone): (Vec<_>, Vec<_>) = group.into_iter().partition(|p| !p.reply.is_closed());
+        Counters::add(&self.counters.abandoned, gone.len() as u64);
+        if live.is_empty() {
+            return;
+        }
+        let mut todo: Vec<Admitted<S::Error>> = Vec::with_capacity(live.len());
+        // A submission whose own leaves overflow is rejected before any read.
+        for pending in live {
+            match descent::batch_sum(&descent::prepare(&pending.batch)) {
+                Ok(_) => todo.push(Admitted { pending }),
+                Err(e) => self.reject(pending, e),
+            }
+        }
+        let result = self.write_admitted(&mut todo).await;
+        let leaves: usize = todo.iter().map(|a| a.pending.batch.len()).sum();
+        self.counters.group(leaves);
+        match result {
+            Ok((root, cache)) => {
+                for admitted in todo {
+                    self.acknowledge(admitted.pending, root, cache.as_ref(), leaves);
+                }
+            }
+            Err(failure) => {
+                Counters::add(&self.counters.failed, todo.len() as u64);
+                for admitted in todo {
+                    let _ = admitted.pending.reply.send(Err(failure.answer()));
+                }
+            }
+        }
+    }
+
+    /// Writes the admitted submissions as one batch, retrying lost races;
+    /// rejects (and removes) submissions that would overflow the root sum.
+    /// Returns the committed root and, when a submission wants proofs, the
+    /// nodes of the new tree on every written path.
+    async fn write_admitted(
+        &self,
+        todo: &mut Vec<Admitted<S::Error>>,
+    ) -> Result<(ComputedNode, Option<NodeCache>), Failure<S::Error>> {
+        let max_attempts = self.tree.max_attempts;
+        for attempt in 0..max_attempts {
+            let prove = todo.iter().any(|a| a.pending.prove);
+            if attempt >= EXCLUSIVE_AFTER
+                && !prove
+                && let Some(root) = self.write_locked(todo).await?
+            {
+                return Ok((root, None));
+            }
+            match self.attempt(todo).await {
+                Ok(Attempt::Done(root, cache)) => return Ok((root, cache)),
+                Ok(Attempt::Retry) => {
+                    Counters::add(&self.counters.lost_races, 1);
+                    backoff(attempt).await;
+                }
+                Err(failure) => return Err(failure),
+            }
+        }
+        Err(Failure::NotApplied(Arc::new(TreeError::Contention {
+            attempts: max_attempts,
+        })))
+    }
+
+    /// One optimistic write of the group: read, admit, plan, commit.
+    async fn attempt(
+        &self,
+        todo: &mut Vec<Admitted<S::Error>>,
+    ) -> Result<Attempt, Failure<S::Error>> {
+        let not_applied = |e: TreeError<S::Error>| Failure::NotApplied(Arc::new(e));
+        let keys: Vec<Key> = todo
+            .iter()
+            .flat_map(|a| a.pending.batch.iter().map(|(k, _)| *k))
+            .collect();
+        let siblings = matches!(L::KIND, LayoutKind::Compacted)
+            && todo
+                .iter()
+                .any(|a| a.pending.batch.iter().any(|(_, l)| l.is_empty()));
+        let Some((root, mut cache)) = self
+            .tree
+            .read(Target::CURRENT, &keys, siblings, true)
+            .await
+            .map_err(not_applied)?
+        else {
+            return Ok(Attempt::Retry);
+        };
+        let admitted = match admit(&cache, &root, todo) {
+            Ok(admitted) => admitted,
+            Err(e) => return self.lost_or(e, &root).await,
+        };
+        for (index, error) in admitted.iter().rev() {
+            let rejected = todo.remove(*index);
+            self.reject(rejected.pending, error.clone());
+        }
+        let batch: Vec<(Key, Leaf)> = todo
+            .iter()
+            .flat_map(|a| a.pending.batch.iter().cloned())
+            .collect();
+        let items = descent::prepare(&batch);
+        let update = match descent::plan_items(L::KIND, &cache, root, &items) {
+            Ok(update) => update,
+            Err(e) => return self.lost_or(e, &root).await,
+        };
+        let want_nodes = todo.iter().any(|a| a.pending.prove);
+        let finish = |cache: &mut NodeCache| {
+            want_nodes.then(|| {
+                let mut nodes = std::mem::take(cache);
+                nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+                nodes
+            })
+        };
+        if update.is_noop() {
+            return Ok(Attempt::Done(update.new_root, finish(&mut cache)));
+        }
+        let store = self.tree.store();
+        match store.commit(&update).await {
+            Ok(CommitOutcome::Committed) => {
+                if let Some(recent) = store.recent_nodes(false) {
+                    recent.remember_written(&update.inserts);
+                }
+                Ok(Attempt::Done(update.new_root, finish(&mut cache)))
+            }
+            Ok(CommitOutcome::RootMoved { .. }) => Ok(Attempt::Retry),
+            Err(e) => {
+                // The commit may or may not have landed: the root tells.
+                let error = Arc::new(TreeError::Store(e));
+                match self.tree.root().await {
+                    Ok(now) if now == update.new_root => {
+                        Ok(Attempt::Done(update.new_root, finish(&mut cache)))
+                    }
+                    Ok(now) if now == root => Err(Failure::NotApplied(error)),
+                    _ => Err(Failure::Unknown(error)),
+                }
+            }
+        }
+    }
+
+    /// A descent error after a read: a lost race when the root moved (a
+    /// node went missing under it), else a failure of the whole group.
+    async fn lost_or(
+        &self,
+        e: PlanError,
+        root: &ComputedNode,
+    ) -> Result<Attempt, Failure<S::Error>> {
+        match self.tree.lost_race(Target::CURRENT, &e, root).await {
+            Ok(true) => Ok(Attempt::Retry),
+            Ok(false) => Err(Failure::NotApplied(Arc::new(TreeError::Plan(e)))),
+            Err(store) => Err(Failure::NotApplied(Arc::new(store))),
+        }
+    }
+
+    /// The group under the namespace's write lock, after optimistic
+    /// attempts kept losing: `None` when the store has no such lock. If the
+    /// group as a whole now overflows (another process wrote meanwhile),
+    /// each submission is written alone under the lock, with its own
+    /// answer.
+    async fn write_locked(
+        &self,
+        todo: &mut Vec<Admitted<S::Error>>,
+    ) -> Result<Option<ComputedNode>, Failure<S::Error>> {
+        let batch: Vec<(Key, Leaf)> = todo
+            .iter()
+            .flat_map(|a| a.pending.batch.iter().cloned())
+            .collect();
+        let store = self.tree.store();
+        match store.write_locked(L::KIND, &batch).await {
+            Ok(root) => Ok(root),
+            Err(e) if e.is_overflow() => {
+                let mut last = None;
+                for admitted in std::mem::take(todo) {
+                    match store.write_locked(L::KIND, &admitted.pending.batch).await {
+                        Ok(Some(root)) => {
+                            last = Some(root);
+                            todo.push(admitted);
+                        }
+                        Err(TreeError::Plan(e)) => self.reject(admitted.pending, e),
+                        Ok(None) => unreachable_lock(admitted, &self.counters),
+                        Err(e) => {
+                            Counters::add(&self.counters.failed, 1);
+                            let _ = admitted
+                                .pending
+                                .reply
+                                .send(Err(SubmitError::Failed(Arc::new(e))));
+                        }
+                    }
+                }
+                // Every remaining submission was written at or before `last`.
+                match last {
+                    Some(root) => Ok(Some(root)),
+                    None => self
+                        .tree
+                        .root()
+                        .await
+                        .map(Some)
+                        .map_err(|e| Failure::NotApplied(Arc::new(e))),
+                }
+            }
+            Err(e) => Err(Failure::NotApplied(Arc::new(e))),
+        }
+    }
+
+    fn reject(&self, pending: Pending<S::Error>, error: PlanError) {
+        Counters::add(&self.counters.rejected, 1);
+        let _ = pending.reply.send(Err(SubmitError::Rejected(error)));
+    }
+
+    fn acknowledge(
+        &self,
+        pending: Pending<S::Error>,
+        root: ComputedNode,
+        nodes: Option<&NodeCache>,
+        group_leaves: usize,
+    ) {
+        Counters::add(&self.counters.acknowledged, 1);
+        Counters::add(&self.counters.leaves, pending.batch.len() as u64);
+        let proofs = match (pending.prove, nodes) {
+            (true, Some(nodes)) => pending
+                .batch
+                .iter()
+                .map(|(key, _)| {
+                    let mut proof = Proof::empty();
+                    walk::walk(nodes, &root, key, Some(&mut proof)).map(|_| proof)
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .ok(),
+            _ => None,
+        };
+        let _ = pending.reply.send(Ok(Receipt {
+            root,
+            proofs,
+            group_leaves,
+        }));
+    }
+}
+
+/// A store without a namespace lock answered a single submission's locked
+/// write with `None` after it had locked the group's: not possible for one
+/// store, answered as a failure rather than a panic.
+fn unreachable_lock<E: std::error::Error + 'static>(admitted: Admitted<E>, counters: &Counters) {
+    Counters::add(&counters.failed, 1);
+    let _ = admitted
+        .pending
+        .reply
+        .send(Err(SubmitError::Failed(Arc::new(TreeError::Unsupported {
+            operation: "write_locked",
+        }))));
+}
+
+/// Why a group was not written.
+enum Failure<E: std::error::Error + 'static> {
+    /// Nothing of it was applied.
+    NotApplied(Arc<TreeError<E>>),
+    /// Its commit failed and the outcome is unknown.
+    Unknown(Arc<TreeError<E>>),
+}
+
+impl<E: std::error::Error + 'static> Failure<E> {
+    fn answer(&self) -> SubmitError<E> {
+        match self {
+            Failure::NotApplied(e) => SubmitError::Failed(e.clone()),
+            Failure::Unknown(e) => SubmitError::Indeterminate(e.clone()),
+        }
+    }
+}
+
+/// Admits the submissions in order against the tree read at `root`: each
+/// one is applied to a running total (its leaves replace the ones before
+/// them, from the tree or from earlier submissions) and rejected when the
+/// total would pass `u64::MAX`. Returns the rejected ones (index, error),
+/// in order; a missing node (the read raced a writer) is an error.
+fn admit<E: std::error::Error + 'static>(
+    cache: &NodeCache,
+    root: &ComputedNode,
+    todo: &[Admitted<E>],
+) -> Result<Vec<(usize, PlanError)>, PlanError> {
+    let mut current: HashMap<Key, u64> = HashMap::new();
+    let mut total = u128::from(root.sum);
+    let mut rejected = Vec::new();
+    for (index, admitted) in todo.iter().enumerate() {
+        let items = descent::prepare(&admitted.pending.batch);
+        let mut next = total;
+        for item in &items {
+            let old = match current.get(&item.key) {
+                Some(sum) => *sum,
+                None => walk::walk(cache, root, &item.key, None)?.sum(),
+            };
+            next = next - u128::from(old) + u128::from(item.leaf.sum());
+        }
+        if next > u128::from(u64::MAX) {
+            rejected.push((index, PlanError::Overflow(SumOverflow { level: 0 })));
+            continue;
+        }
+        total = next;
+        current.extend(items.iter().map(|it| (it.key, it.leaf.sum())));
+    }
+    Ok(rejected)
+}
