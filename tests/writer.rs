@@ -421,6 +421,61 @@ mod failing_commits {
         assert!(tree.audit().await.expect("audit").is_clean());
     }
 
+    /// Groups of one submission each, queued at once, so each is planned
+    /// on the one before while that one commits: the first commit fails
+    /// (the group planned on it is planned again on the committed tree),
+    /// a later one fails after COMMIT (acknowledged: it landed).
+    async fn pipelined<S: TestStore>(store: S) {
+        let tag = unique("pipe");
+        let store = store.handle(&tag);
+        let ns = store.ns();
+        let tree = CompactedTree::new(store);
+        let writer = tree.writer(WriterConfig {
+            max_group_leaves: 1,
+            ..WriterConfig::default()
+        });
+        arm(&ns, "before_commit", Action::Error);
+        let tickets: Vec<_> = (0..40u64)
+            .map(|i| {
+                let pair = (hkey(&tag, i % 30), leaf(&format!("{i}"), i + 1));
+                (pair.clone(), writer.try_submit([pair]).expect("queued"))
+            })
+            .collect();
+        let mut model = Model::new();
+        let mut failed = 0;
+        for (i, (pair, ticket)) in tickets.into_iter().enumerate() {
+            if i == 20 {
+                arm(&ns, "after_commit", Action::Error);
+            }
+            match ticket.await {
+                Ok(_) => apply(&mut model, &[pair]),
+                Err(SubmitError::Failed(_)) => failed += 1,
+                Err(other) => panic!("submission {i}: {other:?}"),
+            }
+        }
+        disarm(&ns);
+        let stats = writer.stats();
+        writer.close().await;
+        assert_eq!(failed, 1, "only the group whose commit failed");
+        assert!(stats.planned_ahead > 0, "{stats:?}");
+        assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+        assert!(tree.audit().await.expect("audit").is_clean());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_sqlite() {
+        let db = SqliteDb::open("writer-pipe").await;
+        pipelined(db.store.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_postgres() {
+        let Some(store) = pg_store("writer_pipelined::postgres").await else {
+            return;
+        };
+        pipelined(store).await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite() {
         let db = SqliteDb::open("writer-fail").await;

@@ -42,7 +42,7 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         })
         .collect();
     if let Some(recent) = recent {
-        starts = walk_remembered(recent, &mut cache, starts, siblings);
+        starts = walk_known(&|hash| recent.get(hash), &mut cache, starts, siblings);
     }
     if !starts.is_empty() {
         let nodes = store
@@ -62,13 +62,49 @@ fn remember(recent: Option<&RecentNodes>, nodes: &[(Hash, Node)]) {
     }
 }
 
-/// Follows each single-key path through the remembered nodes, copying them
-/// into `cache`, and returns where each walk has to continue in the store
-/// (none when a path ends in memory). With `siblings`, a walk stops at a
-/// branch whose off-path child is not remembered: the store's path read
-/// from there brings it.
-fn walk_remembered(
-    recent: &RecentNodes,
+/// [`fetch_paths`] for a tree that is not committed yet: its root and
+/// every node it changed are in `planned` (the read and written nodes of
+/// the write before it); each path is walked through them as far as they
+/// reach, and the rest, which that write did not change and so is the same
+/// in the store before and after its commit, is read from the store.
+pub(crate) async fn fetch_paths_over<S: TreeStore>(
+    store: &S,
+    planned: &NodeCache,
+    root: &ComputedNode,
+    keys: &[Key],
+    siblings: bool,
+) -> Result<NodeCache, TreeError<S::Error>> {
+    let mut cache = NodeCache::new();
+    if keys.is_empty() || is_empty_hash(0, &root.hash) {
+        return Ok(cache);
+    }
+    let starts = keys
+        .iter()
+        .map(|key| PathStart {
+            hash: root.hash,
+            level: 0,
+            key: *key,
+        })
+        .collect();
+    let lookup = |hash: &Hash| planned.node(hash).cloned();
+    let starts = walk_known(&lookup, &mut cache, starts, siblings);
+    if !starts.is_empty() {
+        let nodes = store
+            .read_paths(ReadAt::Current, &starts, siblings)
+            .await
+            .map_err(TreeError::Store)?;
+        cache.extend(nodes);
+    }
+    Ok(cache)
+}
+
+/// Follows each single-key path through the nodes `lookup` knows, copying
+/// them into `cache`, and returns where each walk has to continue in the
+/// store (none when a path ends in what is known). With `siblings`, a walk
+/// stops at a branch whose off-path child is not known: the store's path
+/// read from there brings it.
+fn walk_known(
+    lookup: &dyn Fn(&Hash) -> Option<Node>,
     cache: &mut NodeCache,
     starts: Vec<PathStart>,
     siblings: bool,
@@ -77,7 +113,7 @@ fn walk_remembered(
     for start in starts {
         let (mut hash, mut level) = (start.hash, start.level);
         loop {
-            if !take_remembered(recent, cache, &hash) {
+            if !take_known(lookup, cache, &hash) {
                 rest.push(PathStart {
                     hash,
                     level,
@@ -97,10 +133,7 @@ fn walk_remembered(
             } else {
                 (left, right)
             };
-            if siblings
-                && !is_empty_hash(level + 1, &other)
-                && !take_remembered(recent, cache, &other)
-            {
+            if siblings && !is_empty_hash(level + 1, &other) && !take_known(lookup, cache, &other) {
                 rest.push(PathStart {
                     hash,
                     level,
@@ -118,13 +151,13 @@ fn walk_remembered(
     rest
 }
 
-/// True when `hash` is in `cache`, after copying it there from `recent` if
-/// it was only remembered.
-fn take_remembered(recent: &RecentNodes, cache: &mut NodeCache, hash: &Hash) -> bool {
+/// True when `hash` is in `cache`, after copying it there from `lookup` if
+/// only that knew it.
+fn take_known(lookup: &dyn Fn(&Hash) -> Option<Node>, cache: &mut NodeCache, hash: &Hash) -> bool {
     if cache.contains(hash) {
         return true;
     }
-    match recent.get(hash) {
+    match lookup(hash) {
         Some(node) => {
             cache.insert(*hash, node);
             true

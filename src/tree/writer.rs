@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::descent::{self, NodeCache};
+use tokio::task::{JoinError, JoinHandle};
+
+use crate::descent::{self, NodeCache, UpdateBatch};
 use crate::error::{PlanError, SumOverflow, TreeError};
 use crate::key::Key;
 use crate::layout::{Layout, LayoutKind};
@@ -28,7 +30,7 @@ use crate::node::ComputedNode;
 use crate::proof::single::Proof;
 use crate::store::{CommitOutcome, TreeStore};
 use crate::tree::handle::{EXCLUSIVE_AFTER, Target, Tree, backoff};
-use crate::tree::walk;
+use crate::tree::{fetch, walk};
 
 /// How a [`Writer`] forms its groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +134,9 @@ pub struct WriterStats {
     pub abandoned: u64,
     /// Commits lost to another writer's (retried).
     pub lost_races: u64,
+    /// Groups committed on a plan made while the previous group's commit
+    /// was in flight (pipelined).
+    pub planned_ahead: u64,
     /// The largest group, in leaves.
     pub largest_group: u64,
     /// Groups by size: entry `i` counts groups of `2^i ..= 2^(i+1) - 1`
@@ -148,6 +153,7 @@ struct Counters {
     failed: AtomicU64,
     abandoned: AtomicU64,
     lost_races: AtomicU64,
+    planned_ahead: AtomicU64,
     largest_group: AtomicU64,
     group_sizes: [AtomicU64; 16],
 }
@@ -175,6 +181,7 @@ impl Counters {
             failed: get(&self.failed),
             abandoned: get(&self.abandoned),
             lost_races: get(&self.lost_races),
+            planned_ahead: get(&self.planned_ahead),
             largest_group: get(&self.largest_group),
             group_sizes: std::array::from_fn(|i| get(&self.group_sizes[i])),
         }
@@ -406,38 +413,104 @@ struct Task<S, L> {
     counters: Arc<Counters>,
 }
 
-/// A submission admitted to its group's write.
-struct Admitted<E: std::error::Error + 'static> {
-    pending: Pending<E>,
+/// A group's write, planned: the descent's result over the tree at `root`.
+struct Planned {
+    /// The root the group was planned on.
+    root: ComputedNode,
+    update: Arc<UpdateBatch>,
+    /// Submissions rejected alone (index in the group, why).
+    rejected: Vec<(usize, PlanError)>,
+    /// Every node read for the plan and every node it wrote: the overlay
+    /// the next group plans on before this one commits, and the source of
+    /// the proofs at the new root.
+    nodes: NodeCache,
 }
 
-/// The outcome of writing a group once.
-enum Attempt {
-    /// Written (or nothing to write) at this root.
-    Done(ComputedNode, Option<NodeCache>),
-    /// Lost a race; read again.
+/// Planning a group.
+enum Planning<E: std::error::Error + 'static> {
+    Ready(Planned),
+    /// The read raced another writer (or, on a planned tree, met anything
+    /// unexpected): plan again on the committed tree.
     Retry,
+    Failed(Failure<E>),
 }
 
-impl<S: TreeStore, L: Layout> Task<S, L> {
-    /// Writes groups until the queue is closed and empty. Each group is
-    /// written on a task of its own, so a panic inside the store (its
-    /// submitters get [`SubmitError::Stopped`]) does not end the writer.
-    async fn run(self, mut queue: mpsc::Receiver<Pending<S::Error>>)
-    where
-        S: Clone + 'static,
-        L: Send + Sync + 'static,
-    {
-        let task = Arc::new(self);
-        while let Some(first) = queue.recv().await {
-            let group = task.gather(first, &mut queue).await;
-            let writer = task.clone();
-            if let Err(e) = tokio::spawn(async move { writer.write_group(group).await }).await
-                && !e.is_panic()
-            {
-                // The runtime is shutting down: the queue goes with it.
-                return;
+/// A group whose commit runs on its own task.
+struct InFlight<E: std::error::Error + 'static> {
+    group: Vec<Pending<E>>,
+    planned: Planned,
+    commit: JoinHandle<Result<CommitOutcome, E>>,
+}
+
+impl<S, L> Task<S, L>
+where
+    S: TreeStore + Clone + 'static,
+    L: Layout + Send + Sync + 'static,
+{
+    /// Writes groups until the queue is closed and empty, one commit in
+    /// flight at a time: while group k commits, group k+1 gathers and is
+    /// planned on group k's planned (not yet committed) tree; it commits
+    /// once group k has, or is planned again on the committed tree if group
+    /// k did not land as planned.
+    async fn run(self, mut queue: mpsc::Receiver<Pending<S::Error>>) {
+        let mut inflight: Option<InFlight<S::Error>> = None;
+        loop {
+            let first = match inflight.as_mut() {
+                None => match queue.recv().await {
+                    Some(first) => first,
+                    None => break,
+                },
+                Some(f) => tokio::select! {
+                    biased;
+                    joined = &mut f.commit => {
+                        if let Some(f) = inflight.take() {
+                            self.complete(f, joined).await;
+                        }
+                        continue;
+                    }
+                    next = queue.recv() => match next {
+                        Some(first) => first,
+                        None => break,
+                    },
+                },
+            };
+            let group = self.seal(self.gather(first, &mut queue).await);
+            if group.is_empty() {
+                continue;
             }
+            let planned = match inflight.take() {
+                Some(mut f) => {
+                    let ahead = self.plan(&group, Some(&f.planned)).await;
+                    let joined = (&mut f.commit).await;
+                    match (self.complete(f, joined).await, ahead) {
+                        (true, Planning::Ready(planned)) => {
+                            Counters::add(&self.counters.planned_ahead, 1);
+                            Some(planned)
+                        }
+                        _ => None,
+                    }
+                }
+                None => None,
+            };
+            let planned = match planned {
+                Some(planned) => planned,
+                None => match self.plan(&group, None).await {
+                    Planning::Ready(planned) => planned,
+                    Planning::Retry => {
+                        self.write_now(group).await;
+                        continue;
+                    }
+                    Planning::Failed(failure) => {
+                        self.fail(group, &failure);
+                        continue;
+                    }
+                },
+            };
+            inflight = Some(self.dispatch(group, planned));
+        }
+        if let Some(mut f) = inflight.take() {
+            let joined = (&mut f.commit).await;
+            self.complete(f, joined).await;
         }
     }
 
@@ -467,205 +540,290 @@ impl<S: TreeStore, L: Layout> Task<S, L> {
         group
     }
 
-    /// Seals `group` (leaving out submissions nobody waits for), writes it
-    /// and answers every submission in it.
-    async fn write_group(&self, group: Vec<Pending<S::Error>>) {
-        let (live, gone): (Vec<_>, Vec<_>) = group.into_iter().partition(|p| !p.reply.is_closed());
-        Counters::add(&self.counters.abandoned, gone.len() as u64);
-        if live.is_empty() {
-            return;
-        }
-        let mut todo: Vec<Admitted<S::Error>> = Vec::with_capacity(live.len());
-        // A submission whose own leaves overflow is rejected before any read.
-        for pending in live {
+    /// Seals `group`: leaves out submissions nobody waits for any more, and
+    /// rejects those whose own leaves overflow (whatever the tree holds).
+    fn seal(&self, group: Vec<Pending<S::Error>>) -> Vec<Pending<S::Error>> {
+        let mut sealed = Vec::with_capacity(group.len());
+        for pending in group {
+            if pending.reply.is_closed() {
+                Counters::add(&self.counters.abandoned, 1);
+                continue;
+            }
             match descent::batch_sum(&descent::prepare(&pending.batch)) {
-                Ok(_) => todo.push(Admitted { pending }),
+                Ok(_) => sealed.push(pending),
                 Err(e) => self.reject(pending, e),
             }
         }
-        let result = self.write_admitted(&mut todo).await;
-        let leaves: usize = todo.iter().map(|a| a.pending.batch.len()).sum();
-        self.counters.group(leaves);
-        match result {
-            Ok((root, cache)) => {
-                for admitted in todo {
-                    self.acknowledge(admitted.pending, root, cache.as_ref(), leaves);
-                }
-            }
-            Err(failure) => {
-                Counters::add(&self.counters.failed, todo.len() as u64);
-                for admitted in todo {
-                    let _ = admitted.pending.reply.send(Err(failure.answer()));
-                }
-            }
-        }
+        sealed
     }
 
-    /// Writes the admitted submissions as one batch, retrying lost races;
-    /// rejects (and removes) submissions that would overflow the root sum.
-    /// Returns the committed root and, when a submission wants proofs, the
-    /// nodes of the new tree on every written path.
-    async fn write_admitted(
+    /// Reads and plans `group` on the committed tree (`over` is `None`) or
+    /// on a planned one whose commit is in flight.
+    async fn plan(
         &self,
-        todo: &mut Vec<Admitted<S::Error>>,
-    ) -> Result<(ComputedNode, Option<NodeCache>), Failure<S::Error>> {
-        let max_attempts = self.tree.max_attempts;
-        for attempt in 0..max_attempts {
-            let prove = todo.iter().any(|a| a.pending.prove);
-            if attempt >= EXCLUSIVE_AFTER
-                && !prove
-                && let Some(root) = self.write_locked(todo).await?
-            {
-                return Ok((root, None));
-            }
-            match self.attempt(todo).await {
-                Ok(Attempt::Done(root, cache)) => return Ok((root, cache)),
-                Ok(Attempt::Retry) => {
-                    Counters::add(&self.counters.lost_races, 1);
-                    backoff(attempt).await;
-                }
-                Err(failure) => return Err(failure),
-            }
-        }
-        Err(Failure::NotApplied(Arc::new(TreeError::Contention {
-            attempts: max_attempts,
-        })))
-    }
-
-    /// One optimistic write of the group: read, admit, plan, commit.
-    async fn attempt(
-        &self,
-        todo: &mut Vec<Admitted<S::Error>>,
-    ) -> Result<Attempt, Failure<S::Error>> {
-        let not_applied = |e: TreeError<S::Error>| Failure::NotApplied(Arc::new(e));
-        let keys: Vec<Key> = todo
+        group: &[Pending<S::Error>],
+        over: Option<&Planned>,
+    ) -> Planning<S::Error> {
+        let keys: Vec<Key> = group
             .iter()
-            .flat_map(|a| a.pending.batch.iter().map(|(k, _)| *k))
+            .flat_map(|p| p.batch.iter().map(|(k, _)| *k))
             .collect();
         let siblings = matches!(L::KIND, LayoutKind::Compacted)
-            && todo
+            && group
                 .iter()
-                .any(|a| a.pending.batch.iter().any(|(_, l)| l.is_empty()));
-        let Some((root, mut cache)) = self
-            .tree
-            .read(Target::CURRENT, &keys, siblings, true)
-            .await
-            .map_err(not_applied)?
-        else {
-            return Ok(Attempt::Retry);
+                .any(|p| p.batch.iter().any(|(_, l)| l.is_empty()));
+        let (root, mut nodes) = match over {
+            None => match self.tree.read(Target::CURRENT, &keys, siblings, true).await {
+                Ok(Some(read)) => read,
+                Ok(None) => return Planning::Retry,
+                Err(e) => return Planning::Failed(Failure::NotApplied(Arc::new(e))),
+            },
+            Some(planned) => {
+                let root = planned.update.new_root;
+                let sorted = descent::sorted_keys(&keys);
+                match fetch::fetch_paths_over(
+                    self.tree.store(),
+                    &planned.nodes,
+                    &root,
+                    &sorted,
+                    siblings,
+                )
+                .await
+                {
+                    Ok(nodes) => (root, nodes),
+                    Err(_) => return Planning::Retry,
+                }
+            }
         };
-        let admitted = match admit(&cache, &root, todo) {
-            Ok(admitted) => admitted,
-            Err(e) => return self.lost_or(e, &root).await,
+        let rejected = match admit(&nodes, &root, group) {
+            Ok(rejected) => rejected,
+            Err(e) => return self.plan_error(e, &root, over.is_some()).await,
         };
-        for (index, error) in admitted.iter().rev() {
-            let rejected = todo.remove(*index);
-            self.reject(rejected.pending, error.clone());
-        }
-        let batch: Vec<(Key, Leaf)> = todo
+        let batch: Vec<(Key, Leaf)> = group
             .iter()
-            .flat_map(|a| a.pending.batch.iter().cloned())
+            .enumerate()
+            .filter(|(i, _)| !rejected.iter().any(|(r, _)| r == i))
+            .flat_map(|(_, p)| p.batch.iter().cloned())
             .collect();
         let items = descent::prepare(&batch);
-        let update = match descent::plan_items(L::KIND, &cache, root, &items) {
+        let update = match descent::plan_items(L::KIND, &nodes, root, &items) {
             Ok(update) => update,
-            Err(e) => return self.lost_or(e, &root).await,
+            Err(e) => return self.plan_error(e, &root, over.is_some()).await,
         };
-        let want_nodes = todo.iter().any(|a| a.pending.prove);
-        let finish = |cache: &mut NodeCache| {
-            want_nodes.then(|| {
-                let mut nodes = std::mem::take(cache);
-                nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
-                nodes
-            })
-        };
-        if update.is_noop() {
-            return Ok(Attempt::Done(update.new_root, finish(&mut cache)));
-        }
-        let store = self.tree.store();
-        match store.commit(&update).await {
-            Ok(CommitOutcome::Committed) => {
-                if let Some(recent) = store.recent_nodes(false) {
-                    recent.remember_written(&update.inserts);
-                }
-                Ok(Attempt::Done(update.new_root, finish(&mut cache)))
-            }
-            Ok(CommitOutcome::RootMoved { .. }) => Ok(Attempt::Retry),
-            Err(e) => {
-                // The commit may or may not have landed: the root tells.
-                let error = Arc::new(TreeError::Store(e));
-                match self.tree.root().await {
-                    Ok(now) if now == update.new_root => {
-                        Ok(Attempt::Done(update.new_root, finish(&mut cache)))
-                    }
-                    Ok(now) if now == root => Err(Failure::NotApplied(error)),
-                    _ => Err(Failure::Unknown(error)),
-                }
-            }
-        }
+        nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+        Planning::Ready(Planned {
+            root,
+            update: Arc::new(update),
+            rejected,
+            nodes,
+        })
     }
 
-    /// A descent error after a read: a lost race when the root moved (a
-    /// node went missing under it), else a failure of the whole group.
-    async fn lost_or(
+    /// A descent error: on a planned tree, plan again on the committed one;
+    /// on the committed tree, a lost race when the root moved (a node went
+    /// missing under it), else the group fails.
+    async fn plan_error(
         &self,
         e: PlanError,
         root: &ComputedNode,
-    ) -> Result<Attempt, Failure<S::Error>> {
+        planned: bool,
+    ) -> Planning<S::Error> {
+        if planned {
+            return Planning::Retry;
+        }
         match self.tree.lost_race(Target::CURRENT, &e, root).await {
-            Ok(true) => Ok(Attempt::Retry),
-            Ok(false) => Err(Failure::NotApplied(Arc::new(TreeError::Plan(e)))),
-            Err(store) => Err(Failure::NotApplied(Arc::new(store))),
+            Ok(true) => Planning::Retry,
+            Ok(false) => Planning::Failed(Failure::NotApplied(Arc::new(TreeError::Plan(e)))),
+            Err(store) => Planning::Failed(Failure::NotApplied(Arc::new(store))),
         }
     }
 
-    /// The group under the namespace's write lock, after optimistic
-    /// attempts kept losing: `None` when the store has no such lock. If the
-    /// group as a whole now overflows (another process wrote meanwhile),
-    /// each submission is written alone under the lock, with its own
-    /// answer.
-    async fn write_locked(
+    /// Starts `planned`'s commit on a task of its own (so a panic inside
+    /// the store answers its group [`SubmitError::Stopped`] and the writer
+    /// goes on).
+    fn dispatch(&self, group: Vec<Pending<S::Error>>, planned: Planned) -> InFlight<S::Error> {
+        let (store, update) = (self.tree.store().clone(), planned.update.clone());
+        let commit = tokio::spawn(async move {
+            if update.is_noop() {
+                return Ok(CommitOutcome::Committed);
+            }
+            store.commit(&update).await
+        });
+        InFlight {
+            group,
+            planned,
+            commit,
+        }
+    }
+
+    /// Answers an in-flight group once its commit has ended; true when it
+    /// landed as planned (the tree's root is now its planned root).
+    async fn complete(
         &self,
-        todo: &mut Vec<Admitted<S::Error>>,
-    ) -> Result<Option<ComputedNode>, Failure<S::Error>> {
-        let batch: Vec<(Key, Leaf)> = todo
-            .iter()
-            .flat_map(|a| a.pending.batch.iter().cloned())
-            .collect();
-        let store = self.tree.store();
-        match store.write_locked(L::KIND, &batch).await {
-            Ok(root) => Ok(root),
-            Err(e) if e.is_overflow() => {
-                let mut last = None;
-                for admitted in std::mem::take(todo) {
-                    match store.write_locked(L::KIND, &admitted.pending.batch).await {
-                        Ok(Some(root)) => {
-                            last = Some(root);
-                            todo.push(admitted);
-                        }
-                        Err(TreeError::Plan(e)) => self.reject(admitted.pending, e),
-                        Ok(None) => unreachable_lock(admitted, &self.counters),
-                        Err(e) => {
-                            Counters::add(&self.counters.failed, 1);
-                            let _ = admitted
-                                .pending
-                                .reply
-                                .send(Err(SubmitError::Failed(Arc::new(e))));
-                        }
-                    }
+        f: InFlight<S::Error>,
+        joined: Result<Result<CommitOutcome, S::Error>, JoinError>,
+    ) -> bool {
+        let InFlight { group, planned, .. } = f;
+        let new_root = planned.update.new_root;
+        match joined {
+            Ok(Ok(CommitOutcome::Committed)) => {
+                self.committed(group, &planned);
+                true
+            }
+            Ok(Ok(CommitOutcome::RootMoved { .. })) => {
+                Counters::add(&self.counters.lost_races, 1);
+                self.write_now(group).await;
+                false
+            }
+            Ok(Err(e)) => match self.landed(TreeError::Store(e), &planned).await {
+                Ok(()) => {
+                    self.committed(group, &planned);
+                    true
                 }
-                // Every remaining submission was written at or before `last`.
-                match last {
-                    Some(root) => Ok(Some(root)),
-                    None => self
-                        .tree
-                        .root()
-                        .await
-                        .map(Some)
-                        .map_err(|e| Failure::NotApplied(Arc::new(e))),
+                Err(failure) => {
+                    self.fail(group, &failure);
+                    false
+                }
+            },
+            Err(_) => {
+                // The store panicked: the group's submitters get `Stopped`.
+                self.counters
+                    .group(group.iter().map(|p| p.batch.len()).sum());
+                drop(group);
+                self.tree.root().await.is_ok_and(|root| root == new_root)
+            }
+        }
+    }
+
+    /// After a commit error: `Ok` when the root shows the commit landed.
+    async fn landed(
+        &self,
+        error: TreeError<S::Error>,
+        planned: &Planned,
+    ) -> Result<(), Failure<S::Error>> {
+        let error = Arc::new(error);
+        match self.tree.root().await {
+            Ok(now) if now == planned.update.new_root => Ok(()),
+            Ok(now) if now == planned.root => Err(Failure::NotApplied(error)),
+            _ => Err(Failure::Unknown(error)),
+        }
+    }
+
+    /// Writes `group` on the committed tree now, retrying lost races (after
+    /// a few, under the namespace's write lock), and answers it.
+    async fn write_now(&self, group: Vec<Pending<S::Error>>) {
+        let max_attempts = self.tree.max_attempts;
+        let prove = group.iter().any(|p| p.prove);
+        let mut group = group;
+        for attempt in 0..max_attempts {
+            if attempt >= EXCLUSIVE_AFTER && !prove {
+                match self.write_locked(group).await {
+                    Ok(()) => return,
+                    Err(back) => group = back,
                 }
             }
-            Err(e) => Err(Failure::NotApplied(Arc::new(e))),
+            let planned = match self.plan(&group, None).await {
+                Planning::Ready(planned) => planned,
+                Planning::Retry => {
+                    Counters::add(&self.counters.lost_races, 1);
+                    backoff(attempt).await;
+                    continue;
+                }
+                Planning::Failed(failure) => return self.fail(group, &failure),
+            };
+            if planned.update.is_noop() {
+                return self.committed(group, &planned);
+            }
+            match self.tree.store().commit(&planned.update).await {
+                Ok(CommitOutcome::Committed) => return self.committed(group, &planned),
+                Ok(CommitOutcome::RootMoved { .. }) => {
+                    Counters::add(&self.counters.lost_races, 1);
+                    backoff(attempt).await;
+                }
+                Err(e) => {
+                    return match self.landed(TreeError::Store(e), &planned).await {
+                        Ok(()) => self.committed(group, &planned),
+                        Err(failure) => self.fail(group, &failure),
+                    };
+                }
+            }
+        }
+        let contention = TreeError::Contention {
+            attempts: max_attempts,
+        };
+        self.fail(group, &Failure::NotApplied(Arc::new(contention)));
+    }
+
+    /// The group under the namespace's write lock; gives the group back
+    /// when the store has no such lock. If the group as a whole now
+    /// overflows (another process wrote meanwhile), each submission is
+    /// written alone under the lock, with its own answer.
+    async fn write_locked(
+        &self,
+        group: Vec<Pending<S::Error>>,
+    ) -> Result<(), Vec<Pending<S::Error>>> {
+        let batch: Vec<(Key, Leaf)> = group.iter().flat_map(|p| p.batch.iter().cloned()).collect();
+        let store = self.tree.store();
+        let leaves = batch.len();
+        match store.write_locked(L::KIND, &batch).await {
+            Ok(None) => Err(group),
+            Ok(Some(root)) => {
+                self.counters.group(leaves);
+                for pending in group {
+                    self.acknowledge(pending, root, None, leaves);
+                }
+                Ok(())
+            }
+            Err(e) if e.is_overflow() => {
+                self.counters.group(leaves);
+                for pending in group {
+                    match store.write_locked(L::KIND, &pending.batch).await {
+                        Ok(Some(root)) => self.acknowledge(pending, root, None, leaves),
+                        Err(TreeError::Plan(e)) => self.reject(pending, e),
+                        Ok(None) => self.fail(vec![pending], &Failure::unsupported()),
+                        Err(e) => self.fail(vec![pending], &Failure::NotApplied(Arc::new(e))),
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.fail(group, &Failure::NotApplied(Arc::new(e)));
+                Ok(())
+            }
+        }
+    }
+
+    /// Answers a group whose plan is committed: rejected submissions with
+    /// their error, the others with the new root.
+    fn committed(&self, group: Vec<Pending<S::Error>>, planned: &Planned) {
+        if let Some(recent) = self.tree.store().recent_nodes(false) {
+            recent.remember_written(&planned.update.inserts);
+        }
+        let mut rejected = planned.rejected.iter().peekable();
+        let leaves: usize = group
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !planned.rejected.iter().any(|(r, _)| r == i))
+            .map(|(_, p)| p.batch.len())
+            .sum();
+        self.counters.group(leaves);
+        for (index, pending) in group.into_iter().enumerate() {
+            match rejected.next_if(|(r, _)| *r == index) {
+                Some((_, error)) => self.reject(pending, error.clone()),
+                None => self.acknowledge(
+                    pending,
+                    planned.update.new_root,
+                    Some(&planned.nodes),
+                    leaves,
+                ),
+            }
+        }
+    }
+
+    fn fail(&self, group: Vec<Pending<S::Error>>, failure: &Failure<S::Error>) {
+        Counters::add(&self.counters.failed, group.len() as u64);
+        for pending in group {
+            let _ = pending.reply.send(Err(failure.answer()));
         }
     }
 
@@ -703,20 +861,8 @@ impl<S: TreeStore, L: Layout> Task<S, L> {
     }
 }
 
-/// A store without a namespace lock answered a single submission's locked
-/// write with `None` after it had locked the group's: not possible for one
-/// store, answered as a failure rather than a panic.
-fn unreachable_lock<E: std::error::Error + 'static>(admitted: Admitted<E>, counters: &Counters) {
-    Counters::add(&counters.failed, 1);
-    let _ = admitted
-        .pending
-        .reply
-        .send(Err(SubmitError::Failed(Arc::new(TreeError::Unsupported {
-            operation: "write_locked",
-        }))));
-}
-
-/// Why a group was not written.
+/// Why a group was not written (the error is shared by every submission
+/// of the group).
 enum Failure<E: std::error::Error + 'static> {
     /// Nothing of it was applied.
     NotApplied(Arc<TreeError<E>>),
@@ -725,6 +871,14 @@ enum Failure<E: std::error::Error + 'static> {
 }
 
 impl<E: std::error::Error + 'static> Failure<E> {
+    /// A store that locked the group's write but not a single submission's
+    /// (not possible for one store; answered, not panicked on).
+    fn unsupported() -> Self {
+        Failure::NotApplied(Arc::new(TreeError::Unsupported {
+            operation: "write_locked",
+        }))
+    }
+
     fn answer(&self) -> SubmitError<E> {
         match self {
             Failure::NotApplied(e) => SubmitError::Failed(e.clone()),
@@ -739,20 +893,20 @@ impl<E: std::error::Error + 'static> Failure<E> {
 /// total would pass `u64::MAX`. Returns the rejected ones (index, error),
 /// in order; a missing node (the read raced a writer) is an error.
 fn admit<E: std::error::Error + 'static>(
-    cache: &NodeCache,
+    nodes: &NodeCache,
     root: &ComputedNode,
-    todo: &[Admitted<E>],
+    group: &[Pending<E>],
 ) -> Result<Vec<(usize, PlanError)>, PlanError> {
     let mut current: HashMap<Key, u64> = HashMap::new();
     let mut total = u128::from(root.sum);
     let mut rejected = Vec::new();
-    for (index, admitted) in todo.iter().enumerate() {
-        let items = descent::prepare(&admitted.pending.batch);
+    for (index, pending) in group.iter().enumerate() {
+        let items = descent::prepare(&pending.batch);
         let mut next = total;
         for item in &items {
             let old = match current.get(&item.key) {
                 Some(sum) => *sum,
-                None => walk::walk(cache, root, &item.key, None)?.sum(),
+                None => walk::walk(nodes, root, &item.key, None)?.sum(),
             };
             next = next - u128::from(old) + u128::from(item.leaf.sum());
         }
