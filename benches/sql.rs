@@ -351,7 +351,7 @@ fn benches(c: &mut Criterion) {
     let sqlite = rt
         .block_on(SqliteStore::open(&file.path))
         .expect("open SQLite");
-    let f = Namespaced::new("sqlite", sqlite, SqliteStore::namespace, |s| {
+    let f = Namespaced::new("sqlite", sqlite, SqliteStore::open_namespace, |s| {
         s.clone().with_recent_nodes(0)
     });
     bench_store(c, &rt, &f, &seed, &fresh);
@@ -359,7 +359,7 @@ fn benches(c: &mut Criterion) {
     drop(file);
 
     if let Some(pg) = durable::durable_postgres_or_skip(&rt) {
-        let f = Namespaced::new("postgres", pg, PostgresStore::namespace, |s| {
+        let f = Namespaced::new("postgres", pg, PostgresStore::open_namespace, |s| {
             s.clone().with_recent_nodes(0)
         });
         bench_store(c, &rt, &f, &seed, &fresh);

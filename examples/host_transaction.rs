@@ -40,7 +40,9 @@ async fn sqlite_order(store: &SqliteStore, id: u8, note: &str, commit: bool) -> 
 
 async fn sqlite() -> Res<()> {
     let path = std::env::temp_dir().join(format!("ms-smt-host-{}.db", std::process::id()));
-    let store = SqliteStore::open(&path).await?.namespace("orders-tree");
+    let store = SqliteStore::open(&path)
+        .await?
+        .open_namespace("orders-tree");
     sqlx::query("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, note TEXT)")
         .execute(store.pool())
         .await?;
@@ -73,7 +75,7 @@ async fn sqlite() -> Res<()> {
 async fn postgres(url: &str) -> Res<()> {
     let store = PostgresStore::connect(url)
         .await?
-        .namespace(&format!("host-example-{}", std::process::id()));
+        .open_namespace(&format!("host-example-{}", std::process::id()));
     let mut conn = store.pool().acquire().await?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS host_example_orders (id BIGINT PRIMARY KEY, note TEXT)",

@@ -163,15 +163,20 @@ where
                 let batch: Batch = random_batch(&mut rng, leaves, 8..=32, 1..1_000);
                 let began = Instant::now();
                 let result = match &writer {
-                    Some(w) => w.submit(batch.clone()).await.map(|_| ()).map_err(|e| error_kind(&e)),
-                    None => tree
-                        .insert_many(batch.clone())
+                    Some(w) => w
+                        .submit(batch.clone())
                         .await
                         .map(|_| ())
-                        .map_err(|e| match e {
-                            TreeError::Contention { .. } => "Contention".to_string(),
-                            other => error_kind(&other),
-                        }),
+                        .map_err(|e| error_kind(&e)),
+                    None => {
+                        tree.insert_many(batch.clone())
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| match e {
+                                TreeError::Contention { .. } => "Contention".to_string(),
+                                other => error_kind(&other),
+                            })
+                    }
                 };
                 match result {
                     Ok(()) => {
@@ -249,7 +254,10 @@ where
             .await?;
         left -= take;
     }
-    eprintln!("[{name}] built {n} leaves in {:.1} s", built.elapsed().as_secs_f64());
+    eprintln!(
+        "[{name}] built {n} leaves in {:.1} s",
+        built.elapsed().as_secs_f64()
+    );
     let mut written: Vec<(Key, Leaf)> = Vec::new();
     let mut cell_seed = SEED;
     for &writers in &cfg.writers {
@@ -279,12 +287,19 @@ where
     println!(
         "<!-- {name} N={n}: {} acknowledged leaves read back, {missing} missing; audit {} ({} problems); checked in {:.1} s -->",
         written.len(),
-        if report.is_clean() { "clean" } else { "NOT CLEAN" },
+        if report.is_clean() {
+            "clean"
+        } else {
+            "NOT CLEAN"
+        },
         report.problems.len(),
         checked.elapsed().as_secs_f64()
     );
     if missing > 0 || !report.is_clean() {
-        return Err(format!("{name} N={n}: {missing} acknowledged leaves missing or audit not clean").into());
+        return Err(format!(
+            "{name} N={n}: {missing} acknowledged leaves missing or audit not clean"
+        )
+        .into());
     }
     Ok(())
 }
@@ -319,8 +334,8 @@ fn main() -> Res<()> {
             }
             if let Some(pg) = &pg {
                 let ns = format!("load-{n}-{}", std::process::id());
-                measure(&cfg, n, "Postgres", pg.namespace(&ns)).await?;
-                pg.namespace(&ns).delete_all().await?;
+                measure(&cfg, n, "Postgres", pg.open_namespace(&ns)).await?;
+                pg.open_namespace(&ns).delete_all().await?;
             }
         }
         Ok(())

@@ -426,8 +426,8 @@ async fn run_size(cfg: &Config, n: usize, pg: Option<&PostgresStore>) -> Res<Out
         "[N={n}] SQLite {} (journal_mode=wal, synchronous=FULL)",
         db.display()
     );
-    let mut sqlite_store = sqlite_db.namespace(&ns);
-    let mut pg_store = pg.map(|p| p.namespace(&ns));
+    let mut sqlite_store = sqlite_db.open_namespace(&ns);
+    let mut pg_store = pg.map(|p| p.open_namespace(&ns));
     if let Some(h) = cfg.height {
         sqlite_store = sqlite_store.with_stratum_height(h);
         pg_store = pg_store.map(|p| p.with_stratum_height(h));
@@ -559,7 +559,7 @@ async fn floor_sqlite(store: &SqliteStore, rows: usize) -> Res<f64> {
         "SELECT s.id FROM ms_smt_strata s JOIN ms_smt_namespaces n ON n.id = s.ns \
          WHERE n.name = ? ORDER BY random() LIMIT ?",
     )
-    .bind(store.namespace_name())
+    .bind(store.name())
     .bind(rows as i64)
     .fetch_all(store.pool())
     .await?;
@@ -601,12 +601,12 @@ async fn floor_postgres(store: &PostgresStore, rows: usize) -> Res<f64> {
         "SELECT s.path, s.depth FROM ms_smt_strata s JOIN ms_smt_namespaces n ON n.id = s.ns \
          WHERE n.name = $1 ORDER BY random() LIMIT $2",
     )
-    .bind(store.namespace_name())
+    .bind(store.name())
     .bind(rows as i64)
     .fetch_all(store.pool())
     .await?;
     let ns: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = $1")
-        .bind(store.namespace_name())
+        .bind(store.name())
         .fetch_one(store.pool())
         .await?;
     let (paths, depths): (Vec<Vec<u8>>, Vec<i32>) = picked.into_iter().unzip();

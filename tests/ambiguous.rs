@@ -226,7 +226,7 @@ async fn ambiguous_commits_postgres() {
 
     // One write's traffic on a fresh pool, measured without cutting.
     let mut applied = vec![batch(&tag, 0, 200)];
-    CompactedTree::new(direct.namespace(&ns))
+    CompactedTree::new(direct.open_namespace(&ns))
         .insert_many(applied[0].clone())
         .await
         .expect("seed");
@@ -253,7 +253,7 @@ async fn ambiguous_commits_postgres() {
     cuts.extend((0..20).map(|i| (2, i % 2)));
 
     let (mut points, mut errors, mut landed_before_retry) = (0, 0, 0);
-    let check = CompactedTree::new(direct.namespace(&ns).with_recent_nodes(0));
+    let check = CompactedTree::new(direct.open_namespace(&ns).with_recent_nodes(0));
     for (round, (dir, limit)) in (2u64..).zip(cuts) {
         let tree = CompactedTree::new(through(&proxied, &ns).await);
         tree.root().await.expect("warm the pool");

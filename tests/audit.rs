@@ -89,22 +89,22 @@ async fn clean_layout<S: TreeStore, L: Layout>(store: S, what: &str) {
 #[tokio::test]
 async fn clean_memory() {
     let store = MemoryStore::new();
-    clean_layout::<_, Full>(store.namespace("f").unwrap(), "memory full").await;
-    clean_layout::<_, Compacted>(store.namespace("c").unwrap(), "memory compacted").await;
+    clean_layout::<_, Full>(store.open_namespace("f").unwrap(), "memory full").await;
+    clean_layout::<_, Compacted>(store.open_namespace("c").unwrap(), "memory compacted").await;
 }
 
 #[tokio::test]
 async fn clean_sqlite() {
     let file = TempDb::new("audit_clean");
     let store = SqliteStore::open(&file.path).await.expect("open");
-    clean_layout::<_, Full>(store.namespace("f"), "sqlite full").await;
-    clean_layout::<_, Compacted>(store.namespace("c"), "sqlite compacted").await;
+    clean_layout::<_, Full>(store.open_namespace("f"), "sqlite full").await;
+    clean_layout::<_, Compacted>(store.open_namespace("c"), "sqlite compacted").await;
     // The caller's-transaction mode scans inside the caller's transaction.
-    let tree = Tree::<_, Compacted>::new(store.namespace("tx"));
+    let tree = Tree::<_, Compacted>::new(store.open_namespace("tx"));
     let model = build(&tree, "tx", 60).await;
     let mut conn = store.pool().acquire().await.expect("conn");
     let mut tx = conn.begin().await.expect("begin");
-    let in_tx = Tree::<_, Compacted>::new(store.namespace("tx").in_transaction(&mut tx));
+    let in_tx = Tree::<_, Compacted>::new(store.open_namespace("tx").in_transaction(&mut tx));
     assert_clean(&in_tx, &model, "sqlite in transaction").await;
 }
 
@@ -115,8 +115,8 @@ async fn clean_postgres() {
     };
     let store = PostgresStore::connect(&url).await.expect("connect");
     let ns = unique("audit");
-    clean_layout::<_, Full>(store.namespace(&format!("{ns}f")), "postgres full").await;
-    clean_layout::<_, Compacted>(store.namespace(&format!("{ns}c")), "postgres compacted").await;
+    clean_layout::<_, Full>(store.open_namespace(&format!("{ns}f")), "postgres full").await;
+    clean_layout::<_, Compacted>(store.open_namespace(&format!("{ns}c")), "postgres compacted").await;
 }
 
 // ---------------------------------------------------------------------------
@@ -198,10 +198,10 @@ async fn unpin_all<S: PinStore, L: Layout>(tree: &Tree<S, L>, tag: &str) {
 #[tokio::test]
 async fn pinned_memory() {
     let store = MemoryStore::new();
-    let full = Tree::<_, Full>::new(store.namespace("f").unwrap());
+    let full = Tree::<_, Full>::new(store.open_namespace("f").unwrap());
     pinned_history(&full, "memory full", false).await;
     unpin_all(&full, "memory full").await;
-    let compacted = Tree::<_, Compacted>::new(store.namespace("c").unwrap());
+    let compacted = Tree::<_, Compacted>::new(store.open_namespace("c").unwrap());
     pinned_history(&compacted, "memory compacted", false).await;
     unpin_all(&compacted, "memory compacted").await;
 }
@@ -216,7 +216,7 @@ macro_rules! pinned_sql {
     ($store:expr, $layout:ty, $tag:expr) => {{
         let store = $store;
         let name = unique($tag);
-        let tree = Tree::<_, $layout>::new(store.namespace(&name));
+        let tree = Tree::<_, $layout>::new(store.open_namespace(&name));
         let pins = pinned_history(&tree, &name, true).await;
         let ns: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = $1")
             .bind(&name)
@@ -290,7 +290,7 @@ macro_rules! pinned_sql {
             let done = corrupt.execute(&mut *tx).await.expect("corrupt");
             assert_eq!(done.rows_affected(), 1, "{}: one row changed", $tag);
             {
-                let cold = store.namespace(&name).with_recent_nodes(0);
+                let cold = store.open_namespace(&name).with_recent_nodes(0);
                 let tree = Tree::<_, $layout>::new(cold.in_transaction(&mut tx));
                 let report = tree.audit().await.expect("audit");
                 let what = format!("{} {table} {path:?}/{depth} flip={flip}", $tag);
@@ -723,7 +723,7 @@ macro_rules! corrupt_and_roll_back {
                 q.execute(&mut *tx).await.expect("corrupt");
             }
             {
-                let cold = $store.namespace($name).with_recent_nodes(0);
+                let cold = $store.open_namespace($name).with_recent_nodes(0);
                 let tree = Tree::<_, $L>::new(cold.in_transaction(&mut tx));
                 check_corrupted(&tree, $model, &keys, &c, $tally).await;
             }
@@ -735,7 +735,7 @@ macro_rules! corrupt_and_roll_back {
 
 async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed: u64) {
     let name = unique("corrupt");
-    let tree = Tree::<_, L>::new(store.namespace(&name));
+    let tree = Tree::<_, L>::new(store.open_namespace(&name));
     let model = build(&tree, &name, leaves_for::<L>()).await;
     let (ns, root_hash): (i64, Vec<u8>) =
         sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = ?1")
@@ -768,7 +768,7 @@ async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed
 
 async fn pg_campaign<L: Layout>(store: &PostgresStore, tally: &mut Tally, seed: u64) {
     let name = unique("corrupt");
-    let tree = Tree::<_, L>::new(store.namespace(&name));
+    let tree = Tree::<_, L>::new(store.open_namespace(&name));
     let model = build(&tree, &name, leaves_for::<L>()).await;
     let (ns, root_hash): (i64, Vec<u8>) =
         sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = $1")

@@ -222,7 +222,7 @@ async fn cancel_sqlite() {
             "merkle_proofs",
             "delete_all",
         ],
-        || store.namespace(&ns).with_recent_nodes(0),
+        || store.open_namespace(&ns).with_recent_nodes(0),
         async || {},
     )
     .await;
@@ -276,7 +276,7 @@ async fn cancel_postgres() {
             "merkle_proofs",
             "delete_all",
         ],
-        || store.namespace(&ns).with_recent_nodes(0),
+        || store.open_namespace(&ns).with_recent_nodes(0),
         async || no_idle_transaction(&admin).await,
     )
     .await;
@@ -298,7 +298,7 @@ async fn seeded<S: TreeStore>(store: S, tag: &str) -> (CompactedTree<S>, Model) 
 /// holds the old or the new root, and the audit is clean.
 async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
     let tag = unique("host");
-    let (base, mut model) = seeded(store.namespace(ns), &tag).await;
+    let (base, mut model) = seeded(store.open_namespace(ns), &tag).await;
     let mut drops = 0;
     for k in 1.. {
         let b = batch(&tag, k as u64, 30);
@@ -308,7 +308,7 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
         let mut conn = store.pool().acquire().await.expect("conn");
         let mut tx = conn.begin().await.expect("begin");
         let done = {
-            let tree = CompactedTree::new(store.namespace(ns).in_transaction(&mut tx));
+            let tree = CompactedTree::new(store.open_namespace(ns).in_transaction(&mut tx));
             poll_at_most(tree.insert_many(b.clone()), k)
                 .await
                 .map(|r| r.expect("insert_many"))
@@ -317,7 +317,7 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
         // The host's transaction is still usable: a write through it works.
         let extra = batch(&tag, k as u64 + 1000, 2);
         {
-            let tree = CompactedTree::new(store.namespace(ns).in_transaction(&mut tx));
+            let tree = CompactedTree::new(store.open_namespace(ns).in_transaction(&mut tx));
             tree.insert_many(extra.clone())
                 .await
                 .expect("write in the host transaction after a drop");
@@ -360,14 +360,14 @@ async fn cancel_postgres_host_transaction() {
     };
     let ns = unique("cancel_host");
     let tag = unique("host");
-    let (base, mut model) = seeded(store.namespace(&ns), &tag).await;
+    let (base, mut model) = seeded(store.open_namespace(&ns), &tag).await;
     let mut drops = 0;
     for k in 1.. {
         let b = batch(&tag, k as u64, 30);
         let new_model = applied(&model, &b);
         let mut tx = store.pool().begin().await.expect("begin");
         let done = {
-            let tree = CompactedTree::new(store.namespace(&ns).in_transaction(&mut tx));
+            let tree = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
             poll_at_most(tree.insert_many(b.clone()), k)
                 .await
                 .map(|r| r.expect("insert_many"))
@@ -375,7 +375,7 @@ async fn cancel_postgres_host_transaction() {
         };
         let extra = batch(&tag, k as u64 + 1000, 2);
         {
-            let tree = CompactedTree::new(store.namespace(&ns).in_transaction(&mut tx));
+            let tree = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
             tree.insert_many(extra.clone())
                 .await
                 .expect("write in the host transaction after a drop");

@@ -104,7 +104,7 @@ async fn child_mode() -> bool {
     match &spec.target {
         Target::Sqlite(path) => match SqliteStore::open(path).await {
             Ok(store) => {
-                child_loop(CompactedTree::new(store.namespace(&spec.namespace)), &spec).await
+                child_loop(CompactedTree::new(store.open_namespace(&spec.namespace)), &spec).await
             }
             Err(e) => say(&format!("ERR open {e} | {e:?}")),
         },
@@ -440,7 +440,7 @@ async fn sqlite_processes() {
         "sqlite_processes",
         target,
         writers,
-        |ns| store.namespace(ns),
+        |ns| store.open_namespace(ns),
         started,
     )
     .await;
@@ -462,7 +462,7 @@ async fn postgres_connections() {
         "postgres_connections",
         target,
         writers,
-        |ns| store.namespace(ns),
+        |ns| store.open_namespace(ns),
         started,
     )
     .await;

@@ -164,13 +164,13 @@ async fn child_mode() -> bool {
     match &spec.target {
         Target::Sqlite(path) => match SqliteStore::open(path).await {
             Ok(store) => {
-                child_loop(CompactedTree::new(store.namespace(&spec.namespace)), &spec).await
+                child_loop(CompactedTree::new(store.open_namespace(&spec.namespace)), &spec).await
             }
             Err(e) => say(&format!("ERR open {e:?}")),
         },
         Target::Postgres(url) => match PostgresStore::connect(url).await {
             Ok(store) => {
-                child_loop(CompactedTree::new(store.namespace(&spec.namespace)), &spec).await
+                child_loop(CompactedTree::new(store.open_namespace(&spec.namespace)), &spec).await
             }
             Err(e) => say(&format!("ERR open {e:?}")),
         },
@@ -648,7 +648,7 @@ async fn campaign(test: &str, mut mode: Mode, rounds: usize) -> Figures {
                 let store = $store;
                 verify(
                     &what,
-                    &CompactedTree::new(store.namespace(&namespace)),
+                    &CompactedTree::new(store.open_namespace(&namespace)),
                     &mut model,
                     in_batch,
                     &mut fig,

@@ -186,7 +186,7 @@ impl NoMemory for PostgresStore {
 async fn faults_sqlite_pool() {
     let file = TempDb::new("faults");
     let store = SqliteStore::open(&file.path).await.expect("open");
-    let n = pool_faults("sqlite", |ns| store.namespace(ns)).await;
+    let n = pool_faults("sqlite", |ns| store.open_namespace(ns)).await;
     println!("sqlite pool store: {n} faults, all clean");
 }
 
@@ -196,7 +196,7 @@ async fn faults_postgres_pool() {
         return;
     };
     let store = PostgresStore::connect(&url).await.expect("connect");
-    let n = pool_faults("postgres", |ns| store.namespace(ns)).await;
+    let n = pool_faults("postgres", |ns| store.open_namespace(ns)).await;
     println!("postgres pool store: {n} faults, all clean");
 }
 
@@ -213,13 +213,13 @@ async fn faults_sqlite_host_transaction() {
         for action in [Action::Error, Action::Panic] {
             let ns = unique(&format!("sqlite-tx-{point}"));
             let what = format!("sqlite host transaction {point} {action:?}");
-            let tree = CompactedTree::new(store.namespace(&ns).with_recent_nodes(0));
+            let tree = CompactedTree::new(store.open_namespace(&ns).with_recent_nodes(0));
             let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let mut conn = store.pool().acquire().await.expect("conn");
             let mut tx = conn.begin().await.expect("begin");
             let out = {
-                let in_tx = CompactedTree::new(store.namespace(&ns).in_transaction(&mut tx));
+                let in_tx = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
                 outcome(
                     CatchUnwind(Box::pin(in_tx.insert_many(b.clone()))).await,
                     &what,
@@ -258,12 +258,12 @@ async fn faults_postgres_host_transaction() {
         for action in [Action::Error, Action::Panic] {
             let ns = unique(&format!("pg-tx-{point}"));
             let what = format!("postgres host transaction {point} {action:?}");
-            let tree = CompactedTree::new(store.namespace(&ns).with_recent_nodes(0));
+            let tree = CompactedTree::new(store.open_namespace(&ns).with_recent_nodes(0));
             let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let mut tx = store.pool().begin().await.expect("begin");
             let out = {
-                let in_tx = CompactedTree::new(store.namespace(&ns).in_transaction(&mut tx));
+                let in_tx = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
                 outcome(
                     CatchUnwind(Box::pin(in_tx.insert_many(b.clone()))).await,
                     &what,

@@ -59,7 +59,7 @@ async fn child_mode() -> bool {
     match SqliteStore::open(path).await {
         Err(e) => println!("ERR open {e} | {e:?}"),
         Ok(store) => {
-            let tree = CompactedTree::new(store.namespace("io"));
+            let tree = CompactedTree::new(store.open_namespace("io"));
             for i in start..start + count {
                 match tree.insert_many(batch(i)).await {
                     Ok(root) => println!("ACK {i} {} {}", root.sum, root.hash),
@@ -152,7 +152,7 @@ async fn check_after(db: &Path, run: &Run, stored_before: u64, what: &str) -> u6
     }
     let acked = run.acked.last().map_or(stored_before, |(i, _)| i + 1);
     let store = SqliteStore::open(db).await.expect("reopen after the fault");
-    let tree = CompactedTree::new(store.namespace("io").with_recent_nodes(0));
+    let tree = CompactedTree::new(store.open_namespace("io").with_recent_nodes(0));
     let root = tree.root().await.expect("root");
     let last_acked = match acked {
         0 => ComputedNode::empty_root(),

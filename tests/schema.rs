@@ -266,7 +266,7 @@ impl Db for SqliteFile {
     }
 
     fn namespace(store: &SqliteStore, name: &str) -> SqliteStore {
-        store.namespace(name)
+        store.open_namespace(name)
     }
 
     async fn close(&self, store: SqliteStore) {
@@ -410,7 +410,7 @@ impl Db for PgSchema {
     }
 
     fn namespace(store: &PostgresStore, name: &str) -> PostgresStore {
-        store.namespace(name)
+        store.open_namespace(name)
     }
 
     async fn close(&self, store: PostgresStore) {

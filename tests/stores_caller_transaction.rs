@@ -248,9 +248,9 @@ macro_rules! caller_transaction {
 /// (host order ids 1 and 2), then compacted (ids 11 and 12).
 macro_rules! caller_transactions {
     ($store:expr, $pool:expr, $begin:expr, $insert_sql:expr, $count_sql:expr) => {{
-        let ns_store = $store.namespace(&unique("host-tree"));
+        let ns_store = $store.open_namespace(&unique("host-tree"));
         caller_transaction!(ns_store, Full, $pool, $begin, $insert_sql, $count_sql, 0i64);
-        let ns_store = $store.namespace(&unique("host-tree"));
+        let ns_store = $store.open_namespace(&unique("host-tree"));
         caller_transaction!(
             ns_store,
             Compacted,

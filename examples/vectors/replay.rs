@@ -511,13 +511,13 @@ impl Stores {
             }
             StoreKind::Sqlite => {
                 if let Some((db, _)) = &self.sqlite {
-                    let fresh = || db.namespace(&self.next_namespace());
+                    let fresh = || db.open_namespace(&self.next_namespace());
                     replay_on(name, file, "sqlite", full, compacted, paths, &fresh, report).await;
                 }
             }
             StoreKind::Postgres => {
                 if let Some(db) = &self.postgres {
-                    let fresh = || db.namespace(&self.next_namespace());
+                    let fresh = || db.open_namespace(&self.next_namespace());
                     replay_on(
                         name, file, "postgres", full, compacted, paths, &fresh, report,
                     )
@@ -532,7 +532,7 @@ impl Stores {
         let used = self.used.lock().map(|u| u.clone()).unwrap_or_default();
         if let Some(db) = &self.postgres {
             for ns in &used {
-                if let Err(e) = db.namespace(ns).delete_all().await {
+                if let Err(e) = db.open_namespace(ns).delete_all().await {
                     eprintln!("warning: cannot remove Postgres namespace {ns}: {e}");
                 }
             }

@@ -206,7 +206,7 @@ type Namespaces = HashMap<String, Arc<RwLock<Space>>>;
 
 /// A store in process memory.
 ///
-/// Cloning gives another handle on the same namespace. [`MemoryStore::namespace`]
+/// Cloning gives another handle on the same namespace. [`MemoryStore::open_namespace`]
 /// opens another independent tree in the same "database". Nodes carry a
 /// reference count (one per tree position using them), so deleting or
 /// replacing a key never removes a node another position still uses.
@@ -257,7 +257,7 @@ impl MemoryStore {
     }
 
     /// A handle on namespace `name` of the same database (created empty if new).
-    pub fn namespace(&self, name: &str) -> Result<MemoryStore, MemoryError> {
+    pub fn open_namespace(&self, name: &str) -> Result<MemoryStore, MemoryError> {
         let mut map = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
         let space = map.entry(name.to_owned()).or_default().clone();
         Ok(MemoryStore {
@@ -269,7 +269,7 @@ impl MemoryStore {
     }
 
     /// This handle's namespace.
-    pub fn namespace_name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.name
     }
 
@@ -575,11 +575,11 @@ impl PinStore for MemoryStore {
 
 impl BulkStore for MemoryStore {
     fn name(&self) -> &str {
-        self.namespace_name()
+        &self.name
     }
 
     fn open_namespace(&self, name: &str) -> Result<Self, MemoryError> {
-        self.namespace(name)
+        MemoryStore::open_namespace(self, name)
     }
 
     /// Copies node by node in process memory (any two memory stores).
@@ -620,7 +620,7 @@ impl BulkStore for MemoryStore {
         Ok(Some(root))
     }
 
-    async fn take_tree_of(
+    async fn swap_in_from(
         &self,
         staging: &Self,
         expected: &ComputedNode,

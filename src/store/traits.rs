@@ -204,7 +204,7 @@ pub trait BulkStore: TreeStore + Sized {
     /// and has no pins and `staging`'s root is `expected`; `staging` is
     /// gone afterwards. Returns false, changing nothing, when a condition
     /// does not hold.
-    fn take_tree_of(
+    fn swap_in_from(
         &self,
         staging: &Self,
         expected: &ComputedNode,

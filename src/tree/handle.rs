@@ -35,7 +35,8 @@ pub type FullTree<S> = Tree<S, Full>;
 /// The compacted layout (single-leaf subtrees stored as one node).
 pub type CompactedTree<S> = Tree<S, Compacted>;
 
-type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
+/// A tree operation's result on store `S`.
+pub(crate) type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// Lost optimistic races after which a write takes the namespace's write
 /// lock for its read phase and commit ([`TreeStore::write_locked`]).

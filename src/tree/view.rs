@@ -16,9 +16,8 @@ use crate::position::Position;
 use crate::proof::multi::MultiProof;
 use crate::proof::single::Proof;
 use crate::store::{PinStore, ReadAt, TreeStore};
+use crate::tree::handle::Res;
 use crate::tree::{Target, Tree, walk};
-
-type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// A read-only view of a tree: the current tree ([`Tree::view`]) or a
 /// pinned root ([`Tree::at_pin`]). Cheap to copy.

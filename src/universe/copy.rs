@@ -18,7 +18,6 @@
 
 use std::any::Any;
 use std::collections::HashSet;
-use std::convert::Infallible;
 
 use crate::error::TreeError;
 use crate::key::Key;
@@ -30,11 +29,10 @@ use crate::tree::{Tree, View};
 
 /// Why a copy stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum CopyError<S, T, F>
+pub enum CopyError<S, T>
 where
     S: std::error::Error + 'static,
     T: std::error::Error + 'static,
-    F: std::error::Error + 'static,
 {
     /// Reading the source failed; nothing more was written.
     #[error("source: {0}")]
@@ -51,9 +49,10 @@ where
     Filter {
         /// The key.
         key: Key,
-        /// The filter's error.
+        /// The filter's error (boxed, so the error type does not carry the
+        /// filter's).
         #[source]
-        source: F,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -82,8 +81,8 @@ fn same_store<S: 'static, T: 'static>(target: &T) -> Option<&S> {
     (target as &dyn Any).downcast_ref::<S>()
 }
 
-type CopyResult<S, T, F> =
-    Result<CopyReport, CopyError<<S as TreeStore>::Error, <T as TreeStore>::Error, F>>;
+type CopyResult<S, T> =
+    Result<CopyReport, CopyError<<S as TreeStore>::Error, <T as TreeStore>::Error>>;
 
 impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     /// Copies every leaf of this view into `target` (merging; see the
@@ -92,7 +91,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     pub async fn copy_to<T: TreeStore + 'static, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
-    ) -> CopyResult<S, T, Infallible> {
+    ) -> CopyResult<S, T> {
         if L::KIND == L2::KIND
             && let Some(same) = same_store::<S, T>(target.store())
             && let Some(root) = self
@@ -122,12 +121,12 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         &self,
         target: &Tree<T, L2>,
         mut filter: F,
-    ) -> CopyResult<S, T, E>
+    ) -> CopyResult<S, T>
     where
         T: TreeStore + 'static,
         L2: Layout,
         F: FnMut(&Key, &Leaf) -> Result<bool, E>,
-        E: std::error::Error + 'static,
+        E: std::error::Error + Send + Sync + 'static,
     {
         let mut rejected = Vec::new();
         let mut kept = 0u64;
@@ -139,7 +138,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
                 Err(source) => {
                     return Err(CopyError::Filter {
                         key: entry.key,
-                        source,
+                        source: Box::new(source),
                     });
                 }
             }
@@ -148,7 +147,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         if dropped <= kept
             && L::KIND == L2::KIND
             && let Some(same) = same_store::<S, T>(target.store())
-            && let Some(root) = self.copy_then_delete::<T, L2, E>(same, &rejected).await?
+            && let Some(root) = self.copy_then_delete::<T, L2>(same, &rejected).await?
         {
             return Ok(CopyReport {
                 root,
@@ -166,11 +165,11 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     /// `target`'s database, the rejected keys deleted there, then the
     /// staging tree made `target`'s. `None` (nothing left behind) when the
     /// target is not empty or not in this database.
-    async fn copy_then_delete<T: TreeStore, L2: Layout, E: std::error::Error + 'static>(
+    async fn copy_then_delete<T: TreeStore, L2: Layout>(
         &self,
         target: &S,
         rejected: &[Key],
-    ) -> Result<Option<ComputedNode>, CopyError<S::Error, T::Error, E>> {
+    ) -> Result<Option<ComputedNode>, CopyError<S::Error, T::Error>> {
         let staging_err = |e| CopyError::Staging(TreeError::Store(e));
         let staging = target
             .open_namespace(&staging_name(target.name(), "copy"))
@@ -193,7 +192,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
             .await
             .map_err(CopyError::Staging)?;
         let taken = target
-            .take_tree_of(staging.store(), &root)
+            .swap_in_from(staging.store(), &root)
             .await
             .map_err(staging_err)?;
         if !taken {
@@ -205,12 +204,12 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
 
     /// Streams the leaves not in `rejected` into `target`, a page per
     /// `insert_many`.
-    async fn stream_into<T: TreeStore, L2: Layout, E: std::error::Error + 'static>(
+    async fn stream_into<T: TreeStore, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
         rejected: &HashSet<Key>,
         dropped: u64,
-    ) -> CopyResult<S, T, E> {
+    ) -> CopyResult<S, T> {
         let mut kept = 0u64;
         let mut root = target.root().await.map_err(CopyError::Target)?;
         let mut leaves = self.leaves(..);

@@ -27,10 +27,9 @@ use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::store::TreeStore;
 use crate::tree::View;
+use crate::tree::handle::Res;
 use crate::universe::iter::DEFAULT_PAGE;
 use crate::universe::iter::{after_start, before_end, owned};
-
-type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// Pending subtrees whose nodes one store call fetches at most.
 const FETCH_BATCH: usize = 256;

@@ -12,7 +12,7 @@
 //! nobody reads. A chunk that does not check against the trunk is refused
 //! before anything of it is written. When every chunk is in and the
 //! staging root equals the trunk's root, the staging tree becomes the
-//! target's in one step ([`BulkStore::take_tree_of`]). An interrupted
+//! target's in one step ([`BulkStore::swap_in_from`]). An interrupted
 //! import resumes: the chunks already in staging are recognised by their
 //! subtree hashes.
 //!
@@ -34,10 +34,9 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
 use crate::store::{BulkStore, TreeStore};
+use crate::tree::handle::Res;
 use crate::tree::{Tree, View};
 use crate::universe::copy::staging_name;
-
-type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 const TRUNK_MAGIC: &[u8; 4] = b"MSTK";
 const CHUNK_MAGIC: &[u8; 4] = b"MSCH";
@@ -697,7 +696,7 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
         let taken = self
             .target
             .store()
-            .take_tree_of(self.staging.store(), &got)
+            .swap_in_from(self.staging.store(), &got)
             .await
             .map_err(TreeError::Store)?;
         if !taken {

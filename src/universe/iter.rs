@@ -31,9 +31,8 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::store::TreeStore;
+use crate::tree::handle::Res;
 use crate::tree::{Tree, View};
-
-type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
 /// Leaves per page by default.
 pub const DEFAULT_PAGE: usize = 1024;

@@ -94,11 +94,11 @@ impl TestStore for MemoryStore {
     const KIND: &'static str = "memory";
 
     fn handle(&self, namespace: &str) -> Self {
-        self.namespace(namespace).expect("memory namespace")
+        self.open_namespace(namespace).expect("memory namespace")
     }
 
     fn ns(&self) -> String {
-        self.namespace_name().to_owned()
+        self.name().to_owned()
     }
 
     async fn peer(&self) -> Self {
@@ -166,7 +166,7 @@ impl SqlRows for SqliteStore {
             "SELECT s.path, s.depth, s.body FROM ms_smt_strata s \
              JOIN ms_smt_namespaces n ON n.id = s.ns WHERE n.name = ? ORDER BY s.path, s.depth",
         )
-        .bind(self.namespace_name())
+        .bind(self.name())
         .fetch_all(self.pool())
         .await
         .expect("dump rows")
@@ -174,14 +174,14 @@ impl SqlRows for SqliteStore {
 
     async fn height_and_root(&self) -> (u8, Option<i64>) {
         let height: i64 = sqlx::query_scalar("SELECT height FROM ms_smt_namespaces WHERE name = ?")
-            .bind(self.namespace_name())
+            .bind(self.name())
             .fetch_one(self.pool())
             .await
             .expect("height");
         let root: Option<i64> = sqlx::query_scalar(
             "SELECT root_sum FROM ms_smt_namespaces WHERE name = ? AND root_hash IS NOT NULL",
         )
-        .bind(self.namespace_name())
+        .bind(self.name())
         .fetch_optional(self.pool())
         .await
         .expect("root sum");
@@ -195,7 +195,7 @@ impl SqlRows for PostgresStore {
             "SELECT s.path, s.depth, s.body FROM ms_smt_strata s \
              JOIN ms_smt_namespaces n ON n.id = s.ns WHERE n.name = $1 ORDER BY s.path, s.depth",
         )
-        .bind(self.namespace_name())
+        .bind(self.name())
         .fetch_all(self.pool())
         .await
         .expect("dump rows");
@@ -207,7 +207,7 @@ impl SqlRows for PostgresStore {
     async fn height_and_root(&self) -> (u8, Option<i64>) {
         let (height, root): (i32, Option<i64>) =
             sqlx::query_as("SELECT height, root_sum FROM ms_smt_namespaces WHERE name = $1")
-                .bind(self.namespace_name())
+                .bind(self.name())
                 .fetch_one(self.pool())
                 .await
                 .expect("namespace row");
@@ -221,7 +221,7 @@ impl SqlRows for PostgresStore {
 macro_rules! count_rows {
     ($store:expr, $sql:expr, $what:literal) => {{
         let n: i64 = sqlx::query_scalar($sql)
-            .bind($store.namespace_name())
+            .bind($store.name())
             .fetch_one($store.pool())
             .await
             .expect($what);
@@ -240,11 +240,11 @@ macro_rules! sql_test_store {
             const KIND: &'static str = $kind;
 
             fn handle(&self, namespace: &str) -> Self {
-                self.namespace(namespace)
+                self.open_namespace(namespace)
             }
 
             fn ns(&self) -> String {
-                self.namespace_name().to_owned()
+                self.name().to_owned()
             }
 
             async fn peer(&self) -> Self {
@@ -254,7 +254,7 @@ macro_rules! sql_test_store {
                     .connect_with(options)
                     .await
                     .expect(concat!("second ", $kind, " pool"));
-                <$store>::from_pool(pool, self.namespace_name())
+                <$store>::from_pool(pool, self.name())
                     .with_recent_nodes(self.recent().capacity())
             }
 
@@ -289,7 +289,7 @@ macro_rules! sql_test_store {
                     $p,
                     " AND root_hash IS NOT NULL"
                 ))
-                .bind(self.namespace_name())
+                .bind(self.name())
                 .fetch_all(self.pool())
                 .await
                 .expect("dump roots");

@@ -88,13 +88,13 @@ impl<C: Dialect> SqlStore<C> {
 
     /// The same database, another namespace (an independent tree), with
     /// this handle's settings.
-    pub fn namespace(&self, name: &str) -> Self {
+    pub fn open_namespace(&self, name: &str) -> Self {
         self.with_space(name, self.space.height, self.space.recent.capacity())
     }
 
     /// This handle with its own memory of up to `capacity` recent nodes
     /// (default [`DEFAULT_RECENT_NODES`]; 0 reads every node from the
-    /// database). Handles made from it with [`namespace`](Self::namespace)
+    /// database). Handles made from it with [`open_namespace`](Self::open_namespace)
     /// get the same capacity. See [`RecentNodes`] for why remembered nodes
     /// are always right.
     pub fn with_recent_nodes(self, capacity: usize) -> Self {
@@ -122,7 +122,7 @@ impl<C: Dialect> SqlStore<C> {
     }
 
     /// This store's namespace.
-    pub fn namespace_name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.space.name
     }
 
@@ -475,7 +475,7 @@ impl<C: Dialect> BulkStore for SqlStore<C> {
     }
 
     fn open_namespace(&self, name: &str) -> Res<Self> {
-        Ok(self.namespace(name))
+        Ok(SqlStore::open_namespace(self, name))
     }
 
     /// One `INSERT ... SELECT` when both handles share a pool.
@@ -491,7 +491,7 @@ impl<C: Dialect> BulkStore for SqlStore<C> {
     }
 
     /// A rename of `staging`'s namespace row: constant time.
-    async fn take_tree_of(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
+    async fn swap_in_from(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
         if !self.same_pool(staging) || self.space.name == staging.space.name {
             return Ok(false);
         }

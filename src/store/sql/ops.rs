@@ -488,7 +488,7 @@ async fn set_root<C: Dialect>(
 
 /// Gives `target`'s name to `staging`'s tree if `target` is vacant and
 /// `staging` holds `expected` and no pins (see
-/// [`BulkStore::take_tree_of`](crate::store::BulkStore::take_tree_of)).
+/// [`BulkStore::swap_in_from`](crate::store::BulkStore::swap_in_from)).
 pub(crate) async fn take_tree_on<C: Dialect>(
     conn: &mut C,
     target: &NamespaceState,

@@ -33,7 +33,7 @@ pub struct NsState {
 /// The id and height a handle last saw for its namespace's name.
 ///
 /// Refreshed by every root load: an import swaps the tree behind a name
-/// ([`BulkStore::take_tree_of`](crate::store::BulkStore::take_tree_of)) by
+/// ([`BulkStore::swap_in_from`](crate::store::BulkStore::swap_in_from)) by
 /// renaming another namespace, so a name's id may change. Writes use the
 /// row their own transaction read, never this cache.
 #[derive(Debug, Default)]
