@@ -8,7 +8,9 @@
 # Usage: scripts/reliability-campaign.sh [--no-fuzz] [--fuzz-seconds N]
 #
 #   1. crash:        200 SIGKILLs on SQLite, 100 on Postgres, 20 immediate
-#                    stops of an fsync-on Postgres (tests/crash.rs)
+#                    stops of an fsync-on Postgres (tests/crash.rs); 100
+#                    SIGKILLs of a 64-submitter Writer on each engine
+#                    (tests/crash_writer.rs)
 #   2. contention:   4 processes on one SQLite file, 8 Postgres connections,
 #                    60 batches each (tests/contention.rs)
 #   3. cancellation: the drop-at-every-poll campaign 50 times over
@@ -59,6 +61,8 @@ cargo build --release --all-features --tests >/dev/null
 
 step crash env MSSMT_CRASH_KILLS_SQLITE=200 MSSMT_CRASH_KILLS_PG=100 MSSMT_CRASH_PG_STOPS=20 \
     scripts/with-postgres.sh cargo test --release --all-features --test crash -- --nocapture
+step crash-writer env MSSMT_CRASH_WRITER_KILLS=100 \
+    scripts/with-postgres.sh cargo test --release --all-features --test crash_writer -- --nocapture
 
 step contention env MSSMT_CONTENTION_BATCHES=60 \
     scripts/with-postgres.sh cargo test --release --all-features --test contention -- --nocapture

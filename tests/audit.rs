@@ -116,7 +116,11 @@ async fn clean_postgres() {
     let store = PostgresStore::connect(&url).await.expect("connect");
     let ns = unique("audit");
     clean_layout::<_, Full>(store.open_namespace(&format!("{ns}f")), "postgres full").await;
-    clean_layout::<_, Compacted>(store.open_namespace(&format!("{ns}c")), "postgres compacted").await;
+    clean_layout::<_, Compacted>(
+        store.open_namespace(&format!("{ns}c")),
+        "postgres compacted",
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------

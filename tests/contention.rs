@@ -104,7 +104,11 @@ async fn child_mode() -> bool {
     match &spec.target {
         Target::Sqlite(path) => match SqliteStore::open(path).await {
             Ok(store) => {
-                child_loop(CompactedTree::new(store.open_namespace(&spec.namespace)), &spec).await
+                child_loop(
+                    CompactedTree::new(store.open_namespace(&spec.namespace)),
+                    &spec,
+                )
+                .await
             }
             Err(e) => say(&format!("ERR open {e} | {e:?}")),
         },

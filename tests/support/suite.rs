@@ -254,8 +254,7 @@ macro_rules! sql_test_store {
                     .connect_with(options)
                     .await
                     .expect(concat!("second ", $kind, " pool"));
-                <$store>::from_pool(pool, self.name())
-                    .with_recent_nodes(self.recent().capacity())
+                <$store>::from_pool(pool, self.name()).with_recent_nodes(self.recent().capacity())
             }
 
             async fn node_rows(&self) -> usize {

@@ -1,0 +1,237 @@
+//! Crash tests of the coalescing writer with real processes.
+//!
+//! A child process (this test binary, re-executed with `--exact <test>` and
+//! `MSSMT_CRASH_WRITER_CHILD` set) runs a [`Writer`](ms_smt::Writer) with 64
+//! submitter tasks, each submitting one new leaf at a time, and prints
+//! `ACK n` once submission `n` is acknowledged. The parent SIGKILLs it 20 to
+//! 600 ms after its first acknowledgement (groups are then being planned, committed and
+//! answered), reads everything it printed, and checks on a fresh handle:
+//! every acknowledged leaf reads back, and the audit is clean. The next
+//! child continues on the same namespace with new keys.
+//!
+//! * `writer_sqlite_sigkill`: SQLite with the store's default durability
+//!   (WAL, `synchronous=FULL`).
+//! * `writer_postgres_sigkill`: the client killed, on `MSSMT_PG_URL`.
+//!
+//! Counts: `MSSMT_CRASH_WRITER_KILLS` (default 8 per engine; the
+//! reliability figures use 100).
+#![cfg(all(feature = "sqlite", feature = "postgres"))]
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use ms_smt::store::{BulkStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use support::child::{Target, child_spec, say};
+use support::{TempDb, hkey, pg_url, unique};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const CHILD_ENV: &str = "MSSMT_CRASH_WRITER_CHILD";
+const SUBMITTERS: u64 = 64;
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+struct ChildSpec {
+    target: Target,
+    namespace: String,
+    round: u64,
+}
+
+fn kills() -> usize {
+    std::env::var("MSSMT_CRASH_WRITER_KILLS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map_or(8, |v| {
+            v.parse().expect("MSSMT_CRASH_WRITER_KILLS is a count")
+        })
+}
+
+/// Submission `n`'s key and leaf.
+fn pair(namespace: &str, n: u64) -> (Key, Leaf) {
+    (
+        hkey(namespace, n),
+        Leaf::new(n.to_le_bytes().to_vec(), n % 1_000 + 1),
+    )
+}
+
+/// Runs the child when this process is one; returns false in the parent.
+async fn child_mode() -> bool {
+    let Some(spec) = child_spec::<ChildSpec>(CHILD_ENV) else {
+        return false;
+    };
+    match &spec.target {
+        Target::Sqlite(path) => match SqliteStore::open(path).await {
+            Ok(store) => child_loop(store.open_namespace(&spec.namespace), &spec).await,
+            Err(e) => say(&format!("ERR open {e:?}")),
+        },
+        Target::Postgres(url) => match PostgresStore::connect(url).await {
+            Ok(store) => child_loop(store.open_namespace(&spec.namespace), &spec).await,
+            Err(e) => say(&format!("ERR open {e:?}")),
+        },
+    }
+    std::process::exit(2);
+}
+
+/// 64 submitters of one new leaf each, until killed.
+async fn child_loop<S: TreeStore + Clone + 'static>(store: S, spec: &ChildSpec) {
+    let tree = CompactedTree::new(store);
+    let writer = tree.writer(WriterConfig::default());
+    // A newline first: libtest has printed "test <name> ... " without one.
+    say("\nREADY");
+    let mut tasks = Vec::new();
+    for t in 0..SUBMITTERS {
+        let (writer, spec) = (writer.clone(), spec.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0.. {
+                let n = spec.round * 100_000_000 + t * 1_000_000 + i;
+                match writer.submit([pair(&spec.namespace, n)]).await {
+                    Ok(_) => say(&format!("ACK {n}")),
+                    Err(e) => {
+                        say(&format!("ERR {n} {e}"));
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+/// Kills `rounds` children writing to `target`; returns the acknowledged
+/// submissions checked.
+async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> S) -> usize {
+    let namespace = unique("crash-writer");
+    let mut acked: Vec<u64> = Vec::new();
+    let mut rng = rand::thread_rng();
+    for round in 0..kills() as u64 {
+        let spec = ChildSpec {
+            target: target.clone(),
+            namespace: namespace.clone(),
+            round,
+        };
+        let exe = std::env::current_exe().expect("current_exe");
+        let mut child = Command::new(exe)
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, serde_json::to_string(&spec).expect("spec json"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn child");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("child ready within 60 s")
+                .expect("read")
+                .expect("child ready");
+            if line == "READY" {
+                break;
+            }
+            assert!(!line.starts_with("ERR"), "child: {line}");
+        }
+        // The kill comes 20-600 ms after the first acknowledgement, while
+        // groups are being planned, committed and answered.
+        let mut before = 0;
+        while before == 0 {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .expect("an acknowledgement within 60 s")
+                .expect("read")
+                .expect("child acknowledges");
+            record(&line, &mut acked, &mut before);
+        }
+        let run_for = Duration::from_millis(rng.gen_range(20..600));
+        let deadline = tokio::time::Instant::now() + run_for;
+        loop {
+            match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                Err(_) => break,
+                Ok(line) => match line.expect("read") {
+                    Some(line) => record(&line, &mut acked, &mut before),
+                    None => panic!("child exited before it was killed"),
+                },
+            }
+        }
+        child.start_kill().expect("SIGKILL");
+        child.wait().await.expect("wait");
+        // What it printed before dying was acknowledged before it died.
+        while let Some(line) = lines.next_line().await.expect("read") {
+            record(&line, &mut acked, &mut before);
+        }
+        let tree = CompactedTree::new(fresh().open_namespace(&namespace).expect("namespace"));
+        let keys: Vec<Key> = acked.iter().map(|n| pair(&namespace, *n).0).collect();
+        let got = tree.get_many(&keys).await.expect("read back");
+        for (n, leaf) in acked.iter().zip(&got) {
+            assert_eq!(
+                *leaf,
+                pair(&namespace, *n).1,
+                "{test} round {round}: acknowledged submission {n} lost"
+            );
+        }
+        let report = tree.audit().await.expect("audit");
+        assert!(
+            report.is_clean(),
+            "{test} round {round}: {:?}",
+            report.problems
+        );
+        eprintln!(
+            "{test} round {round}: killed {run_for:?} after the first acknowledgement, {before} acknowledged this round, {} in all, all read back",
+            acked.len()
+        );
+    }
+    acked.len()
+}
+
+fn record(line: &str, acked: &mut Vec<u64>, count: &mut usize) {
+    if let Some(n) = line.strip_prefix("ACK ") {
+        acked.push(n.parse().expect("ACK n"));
+        *count += 1;
+    } else {
+        assert!(!line.starts_with("ERR"), "child: {line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_sqlite_sigkill() {
+    if child_mode().await {
+        return;
+    }
+    let file = TempDb::new("crash-writer");
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    let total = campaign(
+        "writer_sqlite_sigkill",
+        Target::Sqlite(file.path.clone()),
+        || store.clone().with_recent_nodes(0),
+    )
+    .await;
+    println!(
+        "writer_sqlite_sigkill: {} kills, {total} acknowledged submissions, 0 lost",
+        kills()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_postgres_sigkill() {
+    if child_mode().await {
+        return;
+    }
+    let Some(url) = pg_url("writer_postgres_sigkill") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let total = campaign("writer_postgres_sigkill", Target::Postgres(url), || {
+        store.clone().with_recent_nodes(0)
+    })
+    .await;
+    println!(
+        "writer_postgres_sigkill: {} kills, {total} acknowledged submissions, 0 lost",
+        kills()
+    );
+}
