@@ -7,7 +7,8 @@
 //! each number of submitters C and leaves per submission, C tasks submit
 //! new random leaves in a loop for a fixed time, through each path in turn.
 //! Printed per cell: acknowledged leaves/s, p50/p99/max latency, errors by
-//! kind, and the writer's group sizes; at the end of each store every
+//! kind, the writer's group sizes and where its time went (planning,
+//! commits, waiting for a commit with the next group planned); at the end of each store every
 //! acknowledged leaf is read back and the tree is audited.
 //!
 //! ```text
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use common::{Batch, ScratchSqlite, random_batch};
 use ms_smt::store::{MemoryStore, SqliteStore, TreeStore};
-use ms_smt::{CompactedTree, Key, Leaf, TreeError, WriterConfig};
+use ms_smt::{CompactedTree, Key, Leaf, TreeError, WriterConfig, WriterStats};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -111,7 +112,7 @@ struct Cell {
     errors: std::collections::BTreeMap<String, u64>,
     written: Vec<(Key, Leaf)>,
     secs: f64,
-    groups: Option<(u64, u64, u64)>,
+    groups: Option<WriterStats>,
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -209,8 +210,7 @@ where
     total.secs = start.elapsed().as_secs_f64();
     if let Some(writer) = writer {
         writer.close().await;
-        let stats = writer.stats();
-        total.groups = Some((stats.groups, stats.leaves, stats.largest_group));
+        total.groups = Some(writer.stats());
     }
     total
 }
@@ -226,8 +226,20 @@ fn print_cell(n: usize, store: &str, path: Path, writers: usize, leaves: usize, 
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let groups = cell.groups.map_or("-".to_string(), |(g, l, max)| {
-        format!("{g} ({:.1} mean, {max} max)", l as f64 / g.max(1) as f64)
+    // Where the writer's time went, as shares of the cell's wall time:
+    // planning (read phase and descent), commits in flight, and waiting
+    // with the next group planned for the previous commit.
+    let share = |d: Duration| 100.0 * d.as_secs_f64() / cell.secs;
+    let groups = cell.groups.as_ref().map_or("-".to_string(), |w| {
+        format!(
+            "{} ({:.1} mean, {} max); plan {:.0}% commit {:.0}% wait {:.0}%",
+            w.groups,
+            w.leaves as f64 / w.groups.max(1) as f64,
+            w.largest_group,
+            share(w.planning),
+            share(w.committing),
+            share(w.waiting),
+        )
     });
     println!(
         "| {n} | {store} | {path:?} | {writers} | {leaves} | {:.0} | {:.1} | {:.1} | {:.1} | {errors} | {groups} | {:.0} |",

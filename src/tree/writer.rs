@@ -15,7 +15,7 @@ use std::pin::Pin as StdPin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -137,6 +137,15 @@ pub struct WriterStats {
     /// Groups committed on a plan made while the previous group's commit
     /// was in flight (pipelined).
     pub planned_ahead: u64,
+    /// Time spent reading and planning groups (the read phase, the
+    /// admission and the descent).
+    pub planning: Duration,
+    /// Time groups' commits took, from their start to their end.
+    pub committing: Duration,
+    /// Time the writer had a planned group ready and waited for the
+    /// previous group's commit to end (where commits, not planning, are
+    /// the bottleneck).
+    pub waiting: Duration,
     /// The largest group, in leaves.
     pub largest_group: u64,
     /// Groups by size: entry `i` counts groups of `2^i ..= 2^(i+1) - 1`
@@ -154,6 +163,9 @@ struct Counters {
     abandoned: AtomicU64,
     lost_races: AtomicU64,
     planned_ahead: AtomicU64,
+    planning: AtomicU64,
+    committing: AtomicU64,
+    waiting: AtomicU64,
     largest_group: AtomicU64,
     group_sizes: [AtomicU64; 16],
 }
@@ -161,6 +173,12 @@ struct Counters {
 impl Counters {
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds the time since `start` to `counter`, in microseconds.
+    fn time(counter: &AtomicU64, start: Instant) {
+        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        counter.fetch_add(micros, Ordering::Relaxed);
     }
 
     fn group(&self, leaves: usize) {
@@ -182,6 +200,9 @@ impl Counters {
             abandoned: get(&self.abandoned),
             lost_races: get(&self.lost_races),
             planned_ahead: get(&self.planned_ahead),
+            planning: Duration::from_micros(get(&self.planning)),
+            committing: Duration::from_micros(get(&self.committing)),
+            waiting: Duration::from_micros(get(&self.waiting)),
             largest_group: get(&self.largest_group),
             group_sizes: std::array::from_fn(|i| get(&self.group_sizes[i])),
         }
@@ -481,7 +502,9 @@ where
             let planned = match inflight.take() {
                 Some(mut f) => {
                     let ahead = self.plan(&group, Some(&f.planned)).await;
+                    let waited = Instant::now();
                     let joined = (&mut f.commit).await;
+                    Counters::time(&self.counters.waiting, waited);
                     match (self.complete(f, joined).await, ahead) {
                         (true, Planning::Ready(planned)) => {
                             Counters::add(&self.counters.planned_ahead, 1);
@@ -560,6 +583,17 @@ where
     /// Reads and plans `group` on the committed tree (`over` is `None`) or
     /// on a planned one whose commit is in flight.
     async fn plan(
+        &self,
+        group: &[Pending<S::Error>],
+        over: Option<&Planned>,
+    ) -> Planning<S::Error> {
+        let start = Instant::now();
+        let planning = self.plan_timed(group, over).await;
+        Counters::time(&self.counters.planning, start);
+        planning
+    }
+
+    async fn plan_timed(
         &self,
         group: &[Pending<S::Error>],
         over: Option<&Planned>,
@@ -643,11 +677,15 @@ where
     /// goes on).
     fn dispatch(&self, group: Vec<Pending<S::Error>>, planned: Planned) -> InFlight<S::Error> {
         let (store, update) = (self.tree.store().clone(), planned.update.clone());
+        let counters = self.counters.clone();
         let commit = tokio::spawn(async move {
             if update.is_noop() {
                 return Ok(CommitOutcome::Committed);
             }
-            store.commit(&update).await
+            let start = Instant::now();
+            let outcome = store.commit(&update).await;
+            Counters::time(&counters.committing, start);
+            outcome
         });
         InFlight {
             group,
