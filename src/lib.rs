@@ -6,6 +6,8 @@
 //!
 //! * [`FullTree`] and [`CompactedTree`]: the same roots and proofs.
 //! * [`Tree::insert_many`]: one descent for a whole batch, one store commit.
+//! * [`Writer`] ([`Tree::writer`]): many small concurrent writes coalesced
+//!   into pipelined groups, one descent and one durable commit per group.
 //! * [`Proof`]: verification, compression, and the Go wire format.
 //! * [`store`]: the async store boundary and an in-memory store.
 //! * [`Tree::audit`]: recompute and check everything a namespace stores.

@@ -210,6 +210,11 @@ async fn pinned_memory() {
     unpin_all(&compacted, "memory compacted").await;
 }
 
+/// Asserts that a query found rows: `why` says what should have made them.
+fn assert_found<T>(rows: &[T], tag: &str, why: &str) {
+    assert!(!rows.is_empty(), "{tag}: {why}");
+}
+
 /// The rows a pin reads are checked like the current ones: on a SQL store,
 /// a flipped byte in a kept row (`ms_smt_history`) or a kept row deleted
 /// shows in the report of every pin that reads it, and only there; a flip
@@ -236,11 +241,7 @@ macro_rules! pinned_sql {
         .fetch_all(store.pool())
         .await
         .expect("kept rows");
-        assert!(
-            !kept.is_empty(),
-            "{}: the changes kept rows for the pins",
-            $tag
-        );
+        assert_found(&kept, $tag, "the changes kept rows for the pins");
         let live: Vec<(Vec<u8>, i64, Vec<u8>)> = sqlx::query_as(
             "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = $1 \
              AND version <= $2 ORDER BY path, depth",
@@ -250,11 +251,7 @@ macro_rules! pinned_sql {
         .fetch_all(store.pool())
         .await
         .expect("live rows");
-        assert!(
-            !live.is_empty(),
-            "{}: pin a shares rows with the current tree",
-            $tag
-        );
+        assert_found(&live, $tag, "pin a shares rows with the current tree");
         let mut checked = 0;
         // About 30 kept rows, each flipped and then deleted; a few shared
         // live rows flipped.
@@ -624,6 +621,16 @@ impl Tally {
             self.read_errors, self.unverified, self.verified
         );
     }
+
+    /// Prints the tally, and checks that both layouts' campaigns applied
+    /// every corruption.
+    fn check(&self, what: &str) {
+        self.print(what);
+        assert_eq!(
+            self.kinds.values().map(|v| v.0).sum::<u64>(),
+            2 * corruptions() as u64
+        );
+    }
 }
 
 /// Audits a corrupted tree and reads `keys` from it: the audit must flag
@@ -698,6 +705,40 @@ fn to_pg(sql: &str) -> String {
     sql.replace('?', "$")
 }
 
+/// The id and root hash of namespace `name` and its strata rows, read with
+/// statements turned into the engine's dialect by `sql`, depths read as `D`.
+async fn stored<DB, D>(
+    pool: &sqlx::Pool<DB>,
+    name: &str,
+    sql: impl Fn(&str) -> String,
+) -> (i64, Vec<u8>, Vec<StoredRow>)
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    (i64, Vec<u8>): Send + Unpin + for<'r> sqlx::FromRow<'r, DB::Row>,
+    (Vec<u8>, D, Vec<u8>): Send + Unpin + for<'r> sqlx::FromRow<'r, DB::Row>,
+    D: Into<i64>,
+{
+    let namespace_sql = sql("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = ?1");
+    let (ns, root_hash): (i64, Vec<u8>) = sqlx::query_as(&namespace_sql)
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .expect("namespace");
+    let rows_sql =
+        sql("SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?1 ORDER BY path, depth");
+    let rows: Vec<(Vec<u8>, D, Vec<u8>)> = sqlx::query_as(&rows_sql)
+        .bind(ns)
+        .fetch_all(pool)
+        .await
+        .expect("rows");
+    let rows = rows.into_iter().map(|(p, d, b)| (p, d.into(), b)).collect();
+    (ns, root_hash, rows)
+}
+
 /// The campaign proper: `corruptions()` random corruptions of `$rows` (of
 /// namespace `$ns`, named `$name`), each applied inside a transaction on
 /// `$store` (statements turned into its dialect by `$sql`), checked by
@@ -741,19 +782,7 @@ async fn sqlite_campaign<L: Layout>(store: &SqliteStore, tally: &mut Tally, seed
     let name = unique("corrupt");
     let tree = Tree::<_, L>::new(store.open_namespace(&name));
     let model = build(&tree, &name, leaves_for::<L>()).await;
-    let (ns, root_hash): (i64, Vec<u8>) =
-        sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = ?1")
-            .bind(&name)
-            .fetch_one(store.pool())
-            .await
-            .expect("namespace");
-    let rows: Vec<StoredRow> = sqlx::query_as(
-        "SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?1 ORDER BY path, depth",
-    )
-    .bind(ns)
-    .fetch_all(store.pool())
-    .await
-    .expect("rows");
+    let (ns, root_hash, rows) = stored::<_, i64>(store.pool(), &name, str::to_owned).await;
     corrupt_and_roll_back!(
         store,
         L,
@@ -774,23 +803,8 @@ async fn pg_campaign<L: Layout>(store: &PostgresStore, tally: &mut Tally, seed: 
     let name = unique("corrupt");
     let tree = Tree::<_, L>::new(store.open_namespace(&name));
     let model = build(&tree, &name, leaves_for::<L>()).await;
-    let (ns, root_hash): (i64, Vec<u8>) =
-        sqlx::query_as("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = $1")
-            .bind(&name)
-            .fetch_one(store.pool())
-            .await
-            .expect("namespace");
-    let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
-        "SELECT path, depth, body FROM ms_smt_strata WHERE ns = $1 ORDER BY path, depth",
-    )
-    .bind(ns)
-    .fetch_all(store.pool())
-    .await
-    .expect("rows");
-    let rows: Vec<StoredRow> = rows
-        .into_iter()
-        .map(|(p, d, b)| (p, i64::from(d), b))
-        .collect();
+    // Postgres keeps depths as INT.
+    let (ns, root_hash, rows) = stored::<_, i32>(store.pool(), &name, to_pg).await;
     corrupt_and_roll_back!(
         store, L, seed, &rows, &root_hash, ns, &name, &model, tally, to_pg
     );
@@ -813,11 +827,7 @@ async fn corruptions_sqlite() {
     let mut tally = Tally::default();
     sqlite_campaign::<Compacted>(&store, &mut tally, 1).await;
     sqlite_campaign::<Full>(&store, &mut tally, 2).await;
-    tally.print("sqlite");
-    assert_eq!(
-        tally.kinds.values().map(|v| v.0).sum::<u64>(),
-        2 * corruptions() as u64
-    );
+    tally.check("sqlite");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -829,11 +839,7 @@ async fn corruptions_postgres() {
     let mut tally = Tally::default();
     pg_campaign::<Compacted>(&store, &mut tally, 3).await;
     pg_campaign::<Full>(&store, &mut tally, 4).await;
-    tally.print("postgres");
-    assert_eq!(
-        tally.kinds.values().map(|v| v.0).sum::<u64>(),
-        2 * corruptions() as u64
-    );
+    tally.check("postgres");
 }
 
 // ---------------------------------------------------------------------------

@@ -152,8 +152,7 @@ async fn pool_faults<S: TreeStore<Error = SqlStoreError> + NoMemory + 'static>(
             let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
             let faulted = CompactedTree::new(make(&ns));
-            let r = CatchUnwind(Box::pin(faulted.insert_many(b.clone()))).await;
-            let out = outcome(r, &what);
+            let out = faulted_write(&faulted, &b, &what).await;
             disarm(&ns);
             let fresh = CompactedTree::new(make(&ns).with_no_memory());
             let root = fresh.root().await.expect("root");
@@ -204,39 +203,29 @@ async fn faults_postgres_pool() {
 /// store's own BEGIN and COMMIT are the caller's there).
 const TX_POINTS: [&str; 3] = ["root_checked", "merged", "written"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faults_sqlite_host_transaction() {
-    let file = TempDb::new("faults_tx");
-    let store = SqliteStore::open(&file.path).await.expect("open");
+/// Runs every point of [`TX_POINTS`] and action in the caller's
+/// transaction, on namespaces of the pool store `make(ns)` gives.
+/// `write_in_tx(ns, what, batch)` writes `batch` through a store in a host
+/// transaction (see [`write_in_tx`]) and has the host commit, returning what
+/// the write returned; `check(what, outcome, root, old, new)` checks the
+/// root read after the commit.
+async fn host_tx_faults<S: TreeStore + NoMemory>(
+    (tag, label): (&str, &str),
+    make: impl Fn(&str) -> S,
+    check: impl Fn(&str, &Outcome, ComputedNode, ComputedNode, ComputedNode),
+    write_in_tx: impl AsyncFn(&str, &str, &[(Key, Leaf)]) -> Outcome,
+) {
     let mut faults = 0;
     for point in TX_POINTS {
         for action in [Action::Error, Action::Panic] {
-            let ns = unique(&format!("sqlite-tx-{point}"));
-            let what = format!("sqlite host transaction {point} {action:?}");
-            let tree = CompactedTree::new(store.open_namespace(&ns).with_recent_nodes(0));
+            let ns = unique(&format!("{tag}-{point}"));
+            let what = format!("{label} {point} {action:?}");
+            let tree = CompactedTree::new(make(&ns).with_no_memory());
             let (mut applied, b, old, new) = seed(&tree, &ns).await;
             arm(&ns, point, action);
-            let mut conn = store.pool().acquire().await.expect("conn");
-            let mut tx = conn.begin().await.expect("begin");
-            let out = {
-                let in_tx = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
-                outcome(
-                    CatchUnwind(Box::pin(in_tx.insert_many(b.clone()))).await,
-                    &what,
-                )
-            };
-            disarm(&ns);
-            // The host commits whatever it has: a failed write must have
-            // left nothing of itself in the host's transaction.
-            tx.commit().await.expect("host commit");
+            let out = write_in_tx(&ns, &what, &b).await;
             let root = tree.root().await.expect("root");
-            match out {
-                Outcome::Ok => assert_eq!(root, new, "{what}"),
-                _ => assert_eq!(
-                    root, old,
-                    "{what}: a failed write leaked into the host's commit"
-                ),
-            }
+            check(&what, &out, root, old, new);
             if root == new {
                 applied.push(b);
             }
@@ -244,7 +233,64 @@ async fn faults_sqlite_host_transaction() {
             faults += 1;
         }
     }
-    println!("sqlite host transaction: {faults} faults, all clean");
+    println!("{label}: {faults} faults, all clean");
+}
+
+/// `batch` written through `tree`, with a panic caught.
+async fn faulted_write<S: TreeStore<Error = SqlStoreError>>(
+    tree: &CompactedTree<S>,
+    batch: &[(Key, Leaf)],
+    what: &str,
+) -> Outcome {
+    outcome(
+        CatchUnwind(Box::pin(tree.insert_many(batch.to_vec()))).await,
+        what,
+    )
+}
+
+/// `batch` written through the store `open` makes on the host's
+/// transaction `tx` ([`faulted_write`]); then the fault at `ns` is
+/// disarmed, before the host commits.
+async fn write_in_tx<'t, C, S: TreeStore<Error = SqlStoreError>>(
+    tx: &'t mut C,
+    open: impl FnOnce(&'t mut C) -> S,
+    ns: &str,
+    what: &str,
+    batch: &[(Key, Leaf)],
+) -> Outcome {
+    let in_tx = CompactedTree::new(open(tx));
+    let out = faulted_write(&in_tx, batch, what).await;
+    drop(in_tx);
+    disarm(ns);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_sqlite_host_transaction() {
+    let file = TempDb::new("faults_tx");
+    let store = SqliteStore::open(&file.path).await.expect("open");
+    host_tx_faults(
+        ("sqlite-tx", "sqlite host transaction"),
+        |ns| store.open_namespace(ns),
+        |what, out, root, old, new| match out {
+            Outcome::Ok => assert_eq!(root, new, "{what}"),
+            _ => assert_eq!(
+                root, old,
+                "{what}: a failed write leaked into the host's commit"
+            ),
+        },
+        async |ns, what, b| {
+            let mut conn = store.pool().acquire().await.expect("conn");
+            let mut tx = conn.begin().await.expect("begin");
+            let open = |c| store.open_namespace(ns).in_transaction(c);
+            let out = write_in_tx(&mut *tx, open, ns, what, b).await;
+            // The host commits whatever it has: a failed write must have
+            // left nothing of itself in the host's transaction.
+            tx.commit().await.expect("host commit");
+            out
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,27 +299,10 @@ async fn faults_postgres_host_transaction() {
         return;
     };
     let store = PostgresStore::connect(&url).await.expect("connect");
-    let mut faults = 0;
-    for point in TX_POINTS {
-        for action in [Action::Error, Action::Panic] {
-            let ns = unique(&format!("pg-tx-{point}"));
-            let what = format!("postgres host transaction {point} {action:?}");
-            let tree = CompactedTree::new(store.open_namespace(&ns).with_recent_nodes(0));
-            let (mut applied, b, old, new) = seed(&tree, &ns).await;
-            arm(&ns, point, action);
-            let mut tx = store.pool().begin().await.expect("begin");
-            let out = {
-                let in_tx = CompactedTree::new(store.open_namespace(&ns).in_transaction(&mut tx));
-                outcome(
-                    CatchUnwind(Box::pin(in_tx.insert_many(b.clone()))).await,
-                    &what,
-                )
-            };
-            disarm(&ns);
-            // Postgres writes a commit in one statement: the host's commit
-            // holds all of it or none of it.
-            tx.commit().await.expect("host commit");
-            let root = tree.root().await.expect("root");
+    host_tx_faults(
+        ("pg-tx", "postgres host transaction"),
+        |ns| store.open_namespace(ns),
+        |what, out, root, old, new| {
             assert!(
                 root == old || root == new,
                 "{what}: root is neither old nor new"
@@ -281,12 +310,16 @@ async fn faults_postgres_host_transaction() {
             if matches!(out, Outcome::Ok) {
                 assert_eq!(root, new, "{what}");
             }
-            if root == new {
-                applied.push(b);
-            }
-            recovers(&tree, &ns, &what, applied).await;
-            faults += 1;
-        }
-    }
-    println!("postgres host transaction: {faults} faults, all clean");
+        },
+        async |ns, what, b| {
+            let mut tx = store.pool().begin().await.expect("begin");
+            let open = |c| store.open_namespace(ns).in_transaction(c);
+            let out = write_in_tx(&mut *tx, open, ns, what, b).await;
+            // Postgres writes a commit in one statement: the host's commit
+            // holds all of it or none of it.
+            tx.commit().await.expect("host commit");
+            out
+        },
+    )
+    .await;
 }

@@ -332,6 +332,55 @@ async fn apply<L: Layout>(
     }
 }
 
+/// A new, empty tree and its (empty) model.
+fn empty<L: Layout>() -> (T<L>, Model) {
+    (new_tree::<L>(), Model::new())
+}
+
+/// A new tree and its model after applying `batch` in `mode`, with the
+/// number of rejected calls.
+async fn seeded<L: Layout>(
+    batch: &[(Key, Leaf)],
+    mode: Mode,
+) -> Result<(T<L>, Model, usize), TestCaseError> {
+    let (tree, mut model) = empty::<L>();
+    let rejected = apply(&tree, &mut model, batch, mode).await?;
+    Ok((tree, model, rejected))
+}
+
+/// Two runs of the same writes: equal maps when no call was rejected, and
+/// equal roots when the maps are equal.
+async fn check_agree<L: Layout>(
+    (a, ma): (&T<L>, &Model),
+    (b, mb): (&T<L>, &Model),
+    rejected: usize,
+) -> Result<(), TestCaseError> {
+    if rejected == 0 {
+        prop_assert_eq!(ma, mb);
+    }
+    if ma == mb {
+        prop_assert_eq!(root(a).await?, root(b).await?);
+    }
+    Ok(())
+}
+
+/// Applies every batch to tree `a` in one `insert_many` and to tree `b` one
+/// entry at a time, then checks the two agree ([`check_agree`], counting the
+/// rejections of both).
+async fn batch_vs_loop<L: Layout>(
+    batches: &[Vec<(Key, Leaf)>],
+) -> Result<((T<L>, Model), (T<L>, Model)), TestCaseError> {
+    let (a, mut ma) = empty::<L>();
+    let (b, mut mb) = empty::<L>();
+    let mut rejected = 0;
+    for batch in batches {
+        rejected += apply(&a, &mut ma, batch, Mode::Batch).await?;
+        rejected += apply(&b, &mut mb, batch, Mode::Loop).await?;
+    }
+    check_agree((&a, &ma), (&b, &mb), rejected).await?;
+    Ok(((a, ma), (b, mb)))
+}
+
 /// `get` and `merkle_proof` of `key` agree with the model and verify.
 async fn check_key<L: Layout>(tree: &T<L>, model: &Model, key: &Key) -> Result<(), TestCaseError> {
     let root = root(tree).await?;
@@ -438,6 +487,17 @@ fn assert_same_rows(incremental: &Rows, fresh: &Rows, what: &str) -> Result<(), 
     Ok(())
 }
 
+/// `tree` has the root and the row set of a fresh build of `model`.
+async fn check_as_fresh<L: Layout>(
+    tree: &T<L>,
+    model: &Model,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let f = fresh::<L>(model).await?;
+    prop_assert_eq!(root(tree).await?, root(&f).await?);
+    assert_same_rows(&rows(tree)?, &rows(&f)?, what)
+}
+
 /// Deletes every live key (in `mode`); the store must then be empty.
 async fn clear_all<L: Layout>(
     tree: &T<L>,
@@ -472,11 +532,11 @@ fn probe_keys(case: &Case) -> Vec<Key> {
 }
 
 macro_rules! both_layouts {
-    ($name:ident, $cases:expr, $strategy:expr, $check:ident) => {
+    ($name:ident, $strategy:expr, $check:ident) => {
         mod $name {
             use super::*;
             proptest! {
-                #![proptest_config(config($cases))]
+                #![proptest_config(config(CASES))]
                 #[test]
                 fn full(input in $strategy) {
                     run(super::$check::<Full>(input))?;
@@ -512,36 +572,21 @@ macro_rules! both_layouts_det {
 
 async fn p01_equivalence<L: Layout>(case: Case) -> Result<(), TestCaseError> {
     let batch = &case.batches[0];
-    let a = new_tree::<L>();
-    let mut ma = Model::new();
-    apply(&a, &mut ma, batch, Mode::Batch).await?;
-    let b = new_tree::<L>();
-    let mut mb = Model::new();
-    let rejected = apply(&b, &mut mb, batch, Mode::Loop).await?;
-    if rejected == 0 {
-        // Last wins in both: the loop's final map is the batch's.
-        prop_assert_eq!(&ma, &mb);
-    }
-    if ma == mb {
-        prop_assert_eq!(root(&a).await?, root(&b).await?);
-    }
-    Ok(())
+    let (a, ma, _) = seeded::<L>(batch, Mode::Batch).await?;
+    let (b, mb, rejected) = seeded::<L>(batch, Mode::Loop).await?;
+    // Last wins in both: with no rejection the loop's final map is the batch's.
+    check_agree((&a, &ma), (&b, &mb), rejected).await
 }
-both_layouts!(
-    p01_insert_many_equivalence,
-    CASES,
-    case_s(1..=24, 1..=1, 0..=32, 1),
-    p01_equivalence
-);
+both_layouts! {
+    p01_insert_many_equivalence, case_s(1..=24, 1..=1, 0..=32, 1), p01_equivalence
+}
 
 // ---------------------------------------------------------------------------
 // §7.2 round trip: Get and MerkleProof of every key after InsertMany
 // ---------------------------------------------------------------------------
 
 async fn p02_round_trip<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
-    apply(&tree, &mut model, &case.batches[0], Mode::Batch).await?;
+    let (tree, model, _) = seeded::<L>(&case.batches[0], Mode::Batch).await?;
     for key in probe_keys(&case) {
         check_key(&tree, &model, &key).await?;
     }
@@ -553,50 +598,28 @@ async fn p02_round_trip<L: Layout>(case: Case) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
-both_layouts!(
-    p02_insert_many_round_trip,
-    CASES,
-    case_s(1..=24, 1..=1, 1..=32, 1),
-    p02_round_trip
-);
+both_layouts! {
+    p02_insert_many_round_trip, case_s(1..=24, 1..=1, 1..=32, 1), p02_round_trip
+}
 
 // ---------------------------------------------------------------------------
 // §7.3 two InsertMany calls == Insert loop over first then second
 // ---------------------------------------------------------------------------
 
 async fn p03_over_populated<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let a = new_tree::<L>();
-    let mut ma = Model::new();
-    let b = new_tree::<L>();
-    let mut mb = Model::new();
-    let mut rejected = 0;
-    for batch in &case.batches {
-        rejected += apply(&a, &mut ma, batch, Mode::Batch).await?;
-        rejected += apply(&b, &mut mb, batch, Mode::Loop).await?;
-    }
-    if rejected == 0 {
-        prop_assert_eq!(&ma, &mb);
-    }
-    if ma == mb {
-        prop_assert_eq!(root(&a).await?, root(&b).await?);
-    }
+    batch_vs_loop::<L>(&case.batches).await?;
     Ok(())
 }
-both_layouts!(
-    p03_insert_many_over_populated,
-    CASES,
-    case_s(1..=24, 2..=2, 1..=16, 1),
-    p03_over_populated
-);
+both_layouts! {
+    p03_insert_many_over_populated, case_s(1..=24, 2..=2, 1..=16, 1), p03_over_populated
+}
 
 // ---------------------------------------------------------------------------
 // §7.4 existingSum ground truth: old + batch - new == replaced sums
 // ---------------------------------------------------------------------------
 
 async fn p04_existing_sum<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
-    apply(&tree, &mut model, &case.batches[0], Mode::Batch).await?;
+    let (tree, mut model, _) = seeded::<L>(&case.batches[0], Mode::Batch).await?;
     let batch = &case.batches[1];
     let dedup = last_wins(batch);
     let mut replaced: u128 = 0;
@@ -613,12 +636,9 @@ async fn p04_existing_sum<L: Layout>(case: Case) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
-both_layouts!(
-    p04_existing_sum_ground_truth,
-    CASES,
-    case_s(1..=24, 2..=2, 0..=16, 1),
-    p04_existing_sum
-);
+both_layouts! {
+    p04_existing_sum_ground_truth, case_s(1..=24, 2..=2, 0..=16, 1), p04_existing_sum
+}
 
 // ---------------------------------------------------------------------------
 // §7.5-8 deterministic overflow tests
@@ -870,9 +890,7 @@ fn check_proof_codec(proof: &Proof) -> Result<(), TestCaseError> {
 }
 
 async fn p10_verify_round_trip<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
-    apply(&tree, &mut model, &case.batches[0], case.modes[0]).await?;
+    let (tree, model, _) = seeded::<L>(&case.batches[0], case.modes[0]).await?;
     let r = root(&tree).await?;
     let keys = probe_keys(&case);
     let proofs = tree.merkle_proofs(&keys).await.map_err(fail)?;
@@ -887,12 +905,9 @@ async fn p10_verify_round_trip<L: Layout>(case: Case) -> Result<(), TestCaseErro
     }
     Ok(())
 }
-both_layouts!(
-    p10_verify_merkle_proof_round_trip,
-    CASES,
-    case_s(1..=24, 1..=1, 1..=32, 1),
-    p10_verify_round_trip
-);
+both_layouts! {
+    p10_verify_merkle_proof_round_trip, case_s(1..=24, 1..=1, 1..=32, 1), p10_verify_round_trip
+}
 
 // ---------------------------------------------------------------------------
 // §7.11 adversarial: any single change makes verification fail
@@ -902,9 +917,7 @@ async fn p11_adversarial<L: Layout>(
     input: (Case, Vec<(usize, usize, u8)>),
 ) -> Result<(), TestCaseError> {
     let (case, picks) = input;
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
-    apply(&tree, &mut model, &case.batches[0], Mode::Batch).await?;
+    let (tree, model, _) = seeded::<L>(&case.batches[0], Mode::Batch).await?;
     let r = root(&tree).await?;
     for ((k, leaf), (a, b, x)) in model.iter().zip(picks.iter().cycle()) {
         let key = Key(*k);
@@ -947,7 +960,6 @@ async fn p11_adversarial<L: Layout>(
 }
 both_layouts!(
     p11_verify_merkle_proof_adversarial,
-    CASES,
     (
         case_s(1..=24, 1..=1, 1..=32, 1),
         vec((any::<usize>(), any::<usize>(), any::<u8>()), 1..=8)
@@ -1003,34 +1015,17 @@ fn p12_verify_with_overflowing_sibling_sums_is_false() {
 // ---------------------------------------------------------------------------
 
 async fn batch_seq_fresh<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let a = new_tree::<L>();
-    let mut ma = Model::new();
-    let b = new_tree::<L>();
-    let mut mb = Model::new();
-    let mut rejected = 0;
-    for batch in &case.batches {
-        rejected += apply(&a, &mut ma, batch, Mode::Batch).await?;
-        rejected += apply(&b, &mut mb, batch, Mode::Loop).await?;
-    }
-    if rejected == 0 {
-        prop_assert_eq!(&ma, &mb);
-    }
+    let ((a, ma), (b, mb)) = batch_vs_loop::<L>(&case.batches).await?;
     let ra = root(&a).await?;
-    if ma == mb {
-        prop_assert_eq!(ra, root(&b).await?);
-    }
     let c = fresh::<L>(&ma).await?;
     prop_assert_eq!(ra, root(&c).await?);
     let d = fresh::<L>(&mb).await?;
     prop_assert_eq!(root(&b).await?, root(&d).await?);
     Ok(())
 }
-both_layouts!(
-    batch_eq_sequential_eq_fresh,
-    CASES,
-    case_s(1..=24, 1..=4, 0..=32, 1),
-    batch_seq_fresh
-);
+both_layouts! {
+    batch_eq_sequential_eq_fresh, case_s(1..=24, 1..=4, 0..=32, 1), batch_seq_fresh
+}
 
 // ---------------------------------------------------------------------------
 // Full layout == compacted layout: roots and proofs
@@ -1082,13 +1077,9 @@ proptest! {
 // ---------------------------------------------------------------------------
 
 async fn duplicates_last_wins<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let a = new_tree::<L>();
-    let mut ma = Model::new();
-    let b = new_tree::<L>();
-    let mut mb = Model::new();
     // Start from a populated tree so duplicates also hit existing leaves.
-    apply(&a, &mut ma, &case.batches[0], Mode::Batch).await?;
-    apply(&b, &mut mb, &case.batches[0], Mode::Batch).await?;
+    let (a, mut ma, _) = seeded::<L>(&case.batches[0], Mode::Batch).await?;
+    let (b, mut mb, _) = seeded::<L>(&case.batches[0], Mode::Batch).await?;
     let batch = &case.batches[1];
     let accepted = write(&a, &mut ma, batch, false).await?;
     let rejected = apply(&b, &mut mb, batch, Mode::Loop).await?;
@@ -1105,20 +1096,11 @@ async fn duplicates_last_wins<L: Layout>(case: Case) -> Result<(), TestCaseError
             }
         }
     }
-    if rejected == 0 {
-        prop_assert_eq!(&ma, &mb);
-    }
-    if ma == mb {
-        prop_assert_eq!(root(&a).await?, root(&b).await?);
-    }
-    Ok(())
+    check_agree((&a, &ma), (&b, &mb), rejected).await
 }
-both_layouts!(
-    duplicate_keys_last_wins,
-    CASES,
-    case_s(1..=4, 2..=2, 1..=32, 1),
-    duplicates_last_wins
-);
+both_layouts! {
+    duplicate_keys_last_wins, case_s(1..=4, 2..=2, 1..=32, 1), duplicates_last_wins
+}
 
 // ---------------------------------------------------------------------------
 // Twin subtrees: equal leaves at keys differing in 1-3 bits
@@ -1209,8 +1191,7 @@ fn twin_case() -> impl Strategy<Value = TwinCase> {
 }
 
 async fn twins_impl<L: Layout>(c: TwinCase) -> Result<(), TestCaseError> {
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
+    let (tree, mut model) = empty::<L>();
     let mut setup: Vec<(Key, Leaf)> = c.others.clone();
     setup.extend(c.twins.iter().map(|k| (*k, c.leaf.clone())));
     apply(&tree, &mut model, &setup, c.build).await?;
@@ -1238,14 +1219,21 @@ async fn twins_impl<L: Layout>(c: TwinCase) -> Result<(), TestCaseError> {
     for k in c.twins.iter().chain(c.others.iter().map(|(k, _)| k)) {
         check_key(&tree, &model, k).await?;
     }
-    let f = fresh::<L>(&model).await?;
-    prop_assert_eq!(root(&tree).await?, root(&f).await?);
-    assert_same_rows(&rows(&tree)?, &rows(&f)?, "twins")?;
+    check_as_fresh(&tree, &model, "twins").await?;
 
     // Deleting everything leaves nothing behind.
     clear_all(&tree, &mut model, c.clear_mode).await
 }
-both_layouts!(twin_subtrees, CASES, twin_case(), twins_impl);
+both_layouts!(twin_subtrees, twin_case(), twins_impl);
+
+/// A new tree holding `leaf` at both `a` and `b`, written by one
+/// `insert_many`.
+async fn twins_of<L: Layout>(a: Key, b: Key, leaf: &Leaf) -> Result<(T<L>, Model), TestCaseError> {
+    let (tree, mut model) = empty::<L>();
+    let batch = [(a, leaf.clone()), (b, leaf.clone())];
+    write(&tree, &mut model, &batch, false).await?;
+    Ok((tree, model))
+}
 
 /// Spec §9 B3: keys `00..` and `01 00..` with the same leaf; delete the
 /// first, the second must stay readable; later writes must build right roots.
@@ -1253,15 +1241,7 @@ async fn twin_bit0_impl<L: Layout>() -> Result<(), TestCaseError> {
     let a = Key([0; 32]);
     let b = flip(a, &[0]);
     let leaf = Leaf::new(b"same".to_vec(), 5);
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
-    write(
-        &tree,
-        &mut model,
-        &[(a, leaf.clone()), (b, leaf.clone())],
-        false,
-    )
-    .await?;
+    let (tree, mut model) = twins_of::<L>(a, b, &leaf).await?;
     write(&tree, &mut model, &[(a, Leaf::empty())], true).await?;
     check_key(&tree, &model, &b).await?;
     prop_assert_eq!(tree.get(&b).await.map_err(fail)?, leaf.clone());
@@ -1287,15 +1267,7 @@ async fn twin_bit255_impl<L: Layout>() -> Result<(), TestCaseError> {
         let a = Key([0x3c; 32]);
         let b = flip(a, &[255]);
         let leaf = Leaf::new(b"same".to_vec(), 5);
-        let tree = new_tree::<L>();
-        let mut model = Model::new();
-        write(
-            &tree,
-            &mut model,
-            &[(a, leaf.clone()), (b, leaf.clone())],
-            false,
-        )
-        .await?;
+        let (tree, mut model) = twins_of::<L>(a, b, &leaf).await?;
         write(&tree, &mut model, &[(b, Leaf::empty())], !batched).await?;
         check_key(&tree, &model, &a).await?;
         check_key(&tree, &model, &b).await?;
@@ -1311,9 +1283,7 @@ async fn twin_bit255_impl<L: Layout>() -> Result<(), TestCaseError> {
         write(&tree, &mut model, &[(a, Leaf::empty())], !batched).await?;
         write(&tree, &mut model, &[(a, leaf.clone())], !batched).await?;
         check_key(&tree, &model, &a).await?;
-        let f = fresh::<L>(&model).await?;
-        prop_assert_eq!(root(&tree).await?, root(&f).await?);
-        assert_same_rows(&rows(&tree)?, &rows(&f)?, "twin bit 255")?;
+        check_as_fresh(&tree, &model, "twin bit 255").await?;
         clear_all(&tree, &mut model, Mode::Batch).await?;
     }
     Ok(())
@@ -1325,22 +1295,16 @@ both_layouts_det!(twin_bit255_delete_and_rewrite, twin_bit255_impl);
 // ---------------------------------------------------------------------------
 
 async fn refcount_impl<L: Layout>(case: Case) -> Result<(), TestCaseError> {
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
+    let (tree, mut model) = empty::<L>();
     for (i, batch) in case.batches.iter().enumerate() {
         apply(&tree, &mut model, batch, case.modes[i % case.modes.len()]).await?;
-        let f = fresh::<L>(&model).await?;
-        prop_assert_eq!(root(&tree).await?, root(&f).await?);
-        assert_same_rows(&rows(&tree)?, &rows(&f)?, &format!("after batch {i}"))?;
+        check_as_fresh(&tree, &model, &format!("after batch {i}")).await?;
     }
     clear_all(&tree, &mut model, case.modes[7]).await
 }
-both_layouts!(
-    refcount_hygiene,
-    CASES,
-    case_s(1..=24, 1..=5, 0..=32, 1),
-    refcount_impl
-);
+both_layouts! {
+    refcount_hygiene, case_s(1..=24, 1..=5, 0..=32, 1), refcount_impl
+}
 
 // ---------------------------------------------------------------------------
 // Overflow atomicity under random large sums
@@ -1350,8 +1314,7 @@ async fn overflow_impl<L: Layout>(case: Case) -> Result<(), TestCaseError> {
     // `write` checks: accepted iff the final u128 total fits; a rejection is
     // an overflow error mentioning "integer overflow" that leaves the rows
     // and the root unchanged.
-    let tree = new_tree::<L>();
-    let mut model = Model::new();
+    let (tree, mut model) = empty::<L>();
     for (i, batch) in case.batches.iter().enumerate() {
         apply(&tree, &mut model, batch, case.modes[i % case.modes.len()]).await?;
     }
@@ -1360,12 +1323,9 @@ async fn overflow_impl<L: Layout>(case: Case) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
-both_layouts!(
-    overflow_atomicity,
-    CASES,
-    case_s(1..=12, 1..=4, 1..=12, 12),
-    overflow_impl
-);
+both_layouts! {
+    overflow_atomicity, case_s(1..=12, 1..=4, 1..=12, 12), overflow_impl
+}
 
 // ---------------------------------------------------------------------------
 // Small deterministic spec §7 checks
@@ -1420,8 +1380,7 @@ async fn rewrite_same_leaf_impl<L: Layout>() -> Result<(), TestCaseError> {
     let k = key_n(3);
     let leaf = Leaf::new(b"a".to_vec(), 5);
     for single in [true, false] {
-        let tree = new_tree::<L>();
-        let mut model = Model::new();
+        let (tree, mut model) = empty::<L>();
         write(&tree, &mut model, &[(k, leaf.clone())], single).await?;
         write(&tree, &mut model, &[(k, leaf.clone())], single).await?;
         prop_assert_eq!(root(&tree).await?.sum, 5);
@@ -1668,29 +1627,21 @@ fn decode_typed_errors() {
             expected: n - 1
         })
     );
-    // Go's cases: 2 nodes with 1 clear bit; 0 nodes with 2 clear bits.
-    let mut two = vec![0u8, 2];
-    two.extend_from_slice(&[0x42; 80]);
-    let mut bm = [0xffu8; 32];
-    bm[0] = 0xfe;
-    two.extend_from_slice(&bm);
-    assert_eq!(
-        Proof::from_bytes(&two),
-        Err(DecodeError::CountMismatch {
-            nodes: 2,
-            expected: 1
-        })
-    );
-    let mut zero = vec![0u8, 0];
-    bm[0] = 0xfc;
-    zero.extend_from_slice(&bm);
-    assert_eq!(
-        Proof::from_bytes(&zero),
-        Err(DecodeError::CountMismatch {
-            nodes: 0,
-            expected: 2
-        })
-    );
+    // Go's cases: 2 nodes with 1 clear bit; 0 nodes with 2 clear bits. The
+    // nodes are 0x42 bytes; the bitmap is all ones but for its first byte.
+    for (nodes, bitmap0, expected) in [(2u8, 0xfeu8, 1), (0, 0xfc, 2)] {
+        let mut go = vec![0u8, nodes];
+        go.extend(std::iter::repeat_n(0x42u8, 40 * usize::from(nodes)));
+        go.push(bitmap0);
+        go.extend_from_slice(&[0xff; 31]);
+        assert_eq!(
+            Proof::from_bytes(&go),
+            Err(DecodeError::CountMismatch {
+                nodes: usize::from(nodes),
+                expected
+            })
+        );
+    }
 
     // An explicit node equal to the empty hash of its level: clear the bit of
     // an empty sibling and spell the empty node out at its position.

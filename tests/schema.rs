@@ -19,7 +19,7 @@ mod support;
 
 use std::str::FromStr;
 
-use ms_smt::store::{PinStore, PostgresStore, SqlStoreError, SqliteStore, TreeStore};
+use ms_smt::store::{BulkStore, PinStore, PostgresStore, SqlStoreError, SqliteStore, TreeStore};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,24 +56,165 @@ type Earlier = (&'static str, &'static str, &'static [i64]);
 
 /// One engine's database for a scenario, and raw SQL on it.
 trait Db {
-    type Store: TreeStore<Error = SqlStoreError> + PinStore + Clone + std::fmt::Debug + 'static;
+    type Store: TreeStore<Error = SqlStoreError>
+        + BulkStore
+        + PinStore
+        + Clone
+        + std::fmt::Debug
+        + 'static;
+    /// A pool on the database outside the store.
+    type Raw: RawPool;
     /// The ledger once every version has run.
     const VERSIONS: &'static [i64];
     /// The earlier schemas of this release line.
     const EARLIER: &'static [Earlier];
+    /// The store's pool (`Store::pool`).
+    const POOL: fn(&Self::Store) -> &Self::Raw;
     /// Opens the database through the store (the runner runs).
     async fn open(&self) -> Result<Self::Store, SqlStoreError>;
+    /// Opens a pool on the database outside the store.
+    async fn raw(&self) -> Self::Raw;
+
     /// Another namespace of the store's database.
-    fn namespace(store: &Self::Store, name: &str) -> Self::Store;
+    fn namespace(store: &Self::Store, name: &str) -> Self::Store {
+        BulkStore::open_namespace(store, name).expect("namespace")
+    }
+
     /// Closes what `open` opened.
-    async fn close(&self, store: Self::Store);
+    async fn close(&self, store: Self::Store) {
+        (Self::POOL)(&store).close_pool().await;
+    }
+
     /// Runs `sql` (several statements) outside the store.
-    async fn exec(&self, sql: &str);
+    async fn exec(&self, sql: &str) {
+        let pool = self.raw().await;
+        pool.exec(sql).await;
+        pool.close_pool().await;
+    }
+
     /// The ledger's versions, ascending.
-    async fn versions(&self) -> Vec<i64>;
+    async fn versions(&self) -> Vec<i64> {
+        let pool = self.raw().await;
+        let v = pool
+            .i64s("SELECT version FROM ms_smt_migrations ORDER BY version")
+            .await;
+        pool.close_pool().await;
+        v
+    }
+
     /// The `ms_smt_*` tables, by name.
-    async fn tables(&self) -> Vec<String>;
-    async fn dump(&self) -> Dump;
+    async fn tables(&self) -> Vec<String> {
+        let pool = self.raw().await;
+        let t = pool.strings(Self::Raw::TABLES_SQL).await;
+        pool.close_pool().await;
+        t
+    }
+
+    async fn dump(&self) -> Dump {
+        let pool = self.raw().await;
+        let (strata, ns) = pool.dump().await;
+        pool.close_pool().await;
+        (
+            strata
+                .into_iter()
+                .map(|(n, p, d, b)| (n, p, d.into(), b))
+                .collect(),
+            ns.into_iter()
+                .map(|(id, name, h, rh, rs)| (id, name, h.into(), rh, rs))
+                .collect(),
+        )
+    }
+}
+
+/// What the raw SQL of the scenarios needs to know about an engine.
+trait Engine: sqlx::Database {
+    /// The type of the depth and height columns.
+    type Int: Into<i64>;
+    /// The query listing the `ms_smt_*` tables by name.
+    const TABLES_SQL: &'static str;
+}
+
+impl Engine for sqlx::Sqlite {
+    type Int = i64;
+    const TABLES_SQL: &'static str = "SELECT name FROM sqlite_master \
+         WHERE type = 'table' AND name LIKE 'ms_smt_%' ORDER BY name";
+}
+
+impl Engine for sqlx::Postgres {
+    /// Postgres keeps depths and heights as INT.
+    type Int = i32;
+    const TABLES_SQL: &'static str = "SELECT table_name::text FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_name LIKE 'ms_smt_%' \
+         ORDER BY table_name";
+}
+
+/// [`Dump`] as the engine reads it, with depths and heights as `I`.
+type RawDump<I> = (
+    Vec<(i64, Vec<u8>, I, Vec<u8>)>,
+    Vec<(i64, String, I, Option<Vec<u8>>, Option<i64>)>,
+);
+
+/// Raw SQL on a pool of either engine.
+trait RawPool {
+    /// The engine's type of the depth and height columns.
+    type Int: Into<i64>;
+    /// The query listing the `ms_smt_*` tables by name.
+    const TABLES_SQL: &'static str;
+    async fn exec(&self, sql: &str);
+    async fn i64s(&self, sql: &str) -> Vec<i64>;
+    async fn strings(&self, sql: &str) -> Vec<String>;
+    async fn dump(&self) -> RawDump<Self::Int>;
+    async fn close_pool(&self);
+}
+
+impl<E> RawPool for sqlx::Pool<E>
+where
+    E: Engine,
+    for<'c> &'c mut E::Connection: sqlx::Executor<'c, Database = E>,
+    for<'q> E::Arguments<'q>: sqlx::IntoArguments<'q, E>,
+    usize: sqlx::ColumnIndex<E::Row>,
+    i64: sqlx::Type<E> + for<'r> sqlx::Decode<'r, E>,
+    String: sqlx::Type<E> + for<'r> sqlx::Decode<'r, E>,
+    (i64, Vec<u8>, E::Int, Vec<u8>): Send + Unpin + for<'r> sqlx::FromRow<'r, E::Row>,
+    (i64, String, E::Int, Option<Vec<u8>>, Option<i64>):
+        Send + Unpin + for<'r> sqlx::FromRow<'r, E::Row>,
+{
+    type Int = E::Int;
+    const TABLES_SQL: &'static str = E::TABLES_SQL;
+
+    async fn exec(&self, sql: &str) {
+        sqlx::raw_sql(sql).execute(self).await.expect("exec");
+    }
+
+    async fn i64s(&self, sql: &str) -> Vec<i64> {
+        sqlx::query_scalar(sql)
+            .fetch_all(self)
+            .await
+            .expect("versions")
+    }
+
+    async fn strings(&self, sql: &str) -> Vec<String> {
+        sqlx::query_scalar(sql)
+            .fetch_all(self)
+            .await
+            .expect("tables")
+    }
+
+    async fn dump(&self) -> RawDump<E::Int> {
+        let strata = sqlx::query_as(DUMP_STRATA)
+            .fetch_all(self)
+            .await
+            .expect("strata");
+        let ns = sqlx::query_as(DUMP_NAMESPACES)
+            .fetch_all(self)
+            .await
+            .expect("namespaces");
+        (strata, ns)
+    }
+
+    async fn close_pool(&self) {
+        self.close().await;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -222,18 +363,12 @@ impl SqliteFile {
     fn new(tag: &str) -> Option<Self> {
         Some(SqliteFile(TempDb::new(&format!("schema-{tag}"))))
     }
-
-    async fn raw(&self) -> SqlitePool {
-        SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(SqliteConnectOptions::new().filename(&self.0.path))
-            .await
-            .expect("raw sqlite pool")
-    }
 }
 
 impl Db for SqliteFile {
     type Store = SqliteStore;
+    type Raw = SqlitePool;
+    const POOL: fn(&SqliteStore) -> &SqlitePool = SqliteStore::pool;
     const VERSIONS: &'static [i64] = &[2, 4, 5];
     const EARLIER: &'static [Earlier] = &[
         (
@@ -259,61 +394,18 @@ impl Db for SqliteFile {
         ),
     ];
 
+    async fn raw(&self) -> SqlitePool {
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(SqliteConnectOptions::new().filename(&self.0.path))
+            .await
+            .expect("raw sqlite pool")
+    }
+
     async fn open(&self) -> Result<SqliteStore, SqlStoreError> {
         let options =
             SqliteStore::connect_options(&self.0.path).synchronous(SqliteSynchronous::Normal);
         SqliteStore::open_with(options).await
-    }
-
-    fn namespace(store: &SqliteStore, name: &str) -> SqliteStore {
-        store.open_namespace(name)
-    }
-
-    async fn close(&self, store: SqliteStore) {
-        store.pool().close().await;
-    }
-
-    async fn exec(&self, sql: &str) {
-        let pool = self.raw().await;
-        sqlx::raw_sql(sql).execute(&pool).await.expect("exec");
-        pool.close().await;
-    }
-
-    async fn versions(&self) -> Vec<i64> {
-        let pool = self.raw().await;
-        let v = sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
-            .fetch_all(&pool)
-            .await
-            .expect("versions");
-        pool.close().await;
-        v
-    }
-
-    async fn tables(&self) -> Vec<String> {
-        let pool = self.raw().await;
-        let t = sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ms_smt_%' \
-             ORDER BY name",
-        )
-        .fetch_all(&pool)
-        .await
-        .expect("tables");
-        pool.close().await;
-        t
-    }
-
-    async fn dump(&self) -> Dump {
-        let pool = self.raw().await;
-        let strata = sqlx::query_as(DUMP_STRATA)
-            .fetch_all(&pool)
-            .await
-            .expect("strata");
-        let ns = sqlx::query_as(DUMP_NAMESPACES)
-            .fetch_all(&pool)
-            .await
-            .expect("namespaces");
-        pool.close().await;
-        (strata, ns)
     }
 }
 
@@ -393,6 +485,8 @@ impl PgSchema {
 
 impl Db for PgSchema {
     type Store = PostgresStore;
+    type Raw = PgPool;
+    const POOL: fn(&PostgresStore) -> &PgPool = PostgresStore::pool;
     const VERSIONS: &'static [i64] = &[2, 4];
     const EARLIER: &'static [Earlier] = &[(
         "schema 2 (no versions or pins)",
@@ -403,85 +497,33 @@ impl Db for PgSchema {
         &[2],
     )];
 
+    async fn raw(&self) -> PgPool {
+        self.pool().await
+    }
+
     async fn open(&self) -> Result<PostgresStore, SqlStoreError> {
         let store = PostgresStore::from_pool(self.pool().await, "default");
         store.migrate().await?;
         Ok(store)
-    }
-
-    fn namespace(store: &PostgresStore, name: &str) -> PostgresStore {
-        store.open_namespace(name)
-    }
-
-    async fn close(&self, store: PostgresStore) {
-        store.pool().close().await;
-    }
-
-    async fn exec(&self, sql: &str) {
-        let pool = self.pool().await;
-        sqlx::raw_sql(sql).execute(&pool).await.expect("exec");
-        pool.close().await;
-    }
-
-    async fn versions(&self) -> Vec<i64> {
-        let pool = self.pool().await;
-        let v = sqlx::query_scalar("SELECT version FROM ms_smt_migrations ORDER BY version")
-            .fetch_all(&pool)
-            .await
-            .expect("versions");
-        pool.close().await;
-        v
-    }
-
-    async fn tables(&self) -> Vec<String> {
-        let pool = self.pool().await;
-        let t = sqlx::query_scalar(
-            "SELECT table_name::text FROM information_schema.tables \
-             WHERE table_schema = current_schema() AND table_name LIKE 'ms_smt_%' \
-             ORDER BY table_name",
-        )
-        .fetch_all(&pool)
-        .await
-        .expect("tables");
-        pool.close().await;
-        t
-    }
-
-    async fn dump(&self) -> Dump {
-        let pool = self.pool().await;
-        let strata: Vec<(i64, Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(DUMP_STRATA)
-            .fetch_all(&pool)
-            .await
-            .expect("strata");
-        // Postgres keeps heights as INT.
-        type PgNamespace = (i64, String, i32, Option<Vec<u8>>, Option<i64>);
-        let ns: Vec<PgNamespace> = sqlx::query_as(DUMP_NAMESPACES)
-            .fetch_all(&pool)
-            .await
-            .expect("namespaces");
-        pool.close().await;
-        (
-            strata
-                .into_iter()
-                .map(|(n, p, d, b)| (n, p, i64::from(d), b))
-                .collect(),
-            ns.into_iter()
-                .map(|(id, name, h, rh, rs)| (id, name, i64::from(h), rh, rs))
-                .collect(),
-        )
     }
 }
 
 mod postgres {
     use super::*;
 
-    #[tokio::test(flavor = "multi_thread")]
-    async fn fresh() {
-        let Some(pg) = PgSchema::new("schema::postgres::fresh") else {
+    /// Runs `scenario` in a fresh schema, then drops the schema (skipped
+    /// without a database).
+    async fn in_schema(test: &str, scenario: impl AsyncFnOnce(&PgSchema)) {
+        let Some(pg) = PgSchema::new(test) else {
             return;
         };
-        super::fresh(&pg).await;
+        scenario(&pg).await;
         pg.drop_schema().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn fresh() {
+        in_schema("schema::postgres::fresh", super::fresh).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -503,10 +545,10 @@ mod postgres {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn newer_schema_is_refused() {
-        let Some(pg) = PgSchema::new("schema::postgres::newer_schema_is_refused") else {
-            return;
-        };
-        super::newer_schema_is_refused(&pg).await;
-        pg.drop_schema().await;
+        in_schema(
+            "schema::postgres::newer_schema_is_refused",
+            super::newer_schema_is_refused,
+        )
+        .await;
     }
 }

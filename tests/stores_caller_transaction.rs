@@ -263,6 +263,15 @@ macro_rules! caller_transactions {
     }};
 }
 
+/// Creates the host's own tables and sqlx migrations (`sql`, several
+/// statements) on `pool`.
+async fn host_schema<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, sql: &str)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    sqlx::raw_sql(sql).execute(pool).await.expect("host schema");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_app_sqlite() {
     let file = TempDb::new("host_app");
@@ -272,7 +281,8 @@ async fn host_app_sqlite() {
         .await
         .expect("host pool");
     // The host's own sqlx migrations and tables come first.
-    sqlx::raw_sql(
+    host_schema(
+        &pool,
         "CREATE TABLE _sqlx_migrations (
             version BIGINT PRIMARY KEY,
             description TEXT NOT NULL,
@@ -285,9 +295,7 @@ async fn host_app_sqlite() {
             VALUES (20240101000000, 'host orders', TRUE, X'0102030405', 1234);
         CREATE TABLE host_orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL);",
     )
-    .execute(&pool)
-    .await
-    .expect("host schema");
+    .await;
     let tables = || async {
         sqlx::query_scalar::<_, String>(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
@@ -315,7 +323,8 @@ async fn host_app_postgres() {
     };
     let schema = PgSchema::create(&url, "host_app").await;
     let pool = schema.pool.clone();
-    sqlx::raw_sql(
+    host_schema(
+        &pool,
         "CREATE TABLE _sqlx_migrations (
             version BIGINT PRIMARY KEY,
             description TEXT NOT NULL,
@@ -328,9 +337,7 @@ async fn host_app_postgres() {
             VALUES (20240101000000, 'host orders', TRUE, '\\x0102030405', 1234);
         CREATE TABLE host_orders (id BIGINT PRIMARY KEY, note TEXT NOT NULL);",
     )
-    .execute(&pool)
-    .await
-    .expect("host schema");
+    .await;
     let tables = || async {
         sqlx::query_scalar::<_, String>(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",

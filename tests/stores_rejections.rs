@@ -35,6 +35,18 @@ fn assert_overflow<E: std::error::Error>(e: &ms_smt::TreeError<E>, what: &str) {
     );
 }
 
+/// A mirror of a new tree in namespace `tag`, seeded with one batch.
+async fn seeded<S: TestStore, L: Layout>(
+    base: &S,
+    tag: &str,
+    seed: Vec<(Key, Leaf)>,
+    check: Check,
+) -> Mirror<S, L> {
+    let mut m = Mirror::new(base, tag);
+    m.apply("seed", seed, false, check).await;
+    m
+}
+
 async fn overflow_layout<S: TestStore, L: Layout>(base: &S) {
     let lay = layout_name::<L>();
     let a = hkey("ovf-a", 0);
@@ -43,14 +55,8 @@ async fn overflow_layout<S: TestStore, L: Layout>(base: &S) {
     let d = hkey("ovf-d", 0);
 
     // Rejections leave every row as it was.
-    let mut m: Mirror<S, L> = Mirror::new(base, "overflow");
-    m.apply(
-        "seed",
-        vec![(a, leaf("a", u64::MAX - 20)), (b, leaf("b", 10))],
-        false,
-        Check::Reads,
-    )
-    .await;
+    let seed = vec![(a, leaf("a", u64::MAX - 20)), (b, leaf("b", 10))];
+    let mut m: Mirror<S, L> = seeded(base, "overflow", seed, Check::Reads).await;
     let root0 = m.tree.root().await.expect("root");
     assert_eq!(root0.sum, u64::MAX - 10);
     let before = m.tree.store().dump().await;
@@ -107,17 +113,11 @@ async fn overflow_layout<S: TestStore, L: Layout>(base: &S) {
     m.cleanup().await;
 
     // Replacement parity: the batch only looks at the final state.
-    let mut m: Mirror<S, L> = Mirror::new(base, "overflow-replace");
     let r = hkey("ovf-r", 0);
     let s = hkey("ovf-s", 0);
     let n = hkey("ovf-n", 0);
-    m.apply(
-        "seed",
-        vec![(r, leaf("r", u64::MAX - 6)), (s, leaf("s", 6))],
-        false,
-        Check::Root,
-    )
-    .await;
+    let seed = vec![(r, leaf("r", u64::MAX - 6)), (s, leaf("s", 6))];
+    let mut m: Mirror<S, L> = seeded(base, "overflow-replace", seed, Check::Root).await;
     assert_eq!(m.tree.root().await.expect("root").sum, u64::MAX);
     m.apply(
         "replace big leaf and add a key",

@@ -262,6 +262,32 @@ where
     );
 }
 
+/// [`check`] of a property on both layouts of a tree: `compacted`, then
+/// `full`, on each case.
+async fn check_layouts<S, T, C, F, CFut, FFut>(
+    store: &S,
+    what: &str,
+    cases: u32,
+    strategy: T,
+    compacted: C,
+    full: F,
+) where
+    S: UStore,
+    T: Strategy,
+    T::Value: Clone,
+    C: Fn(S, T::Value) -> CFut,
+    F: Fn(S, T::Value) -> FFut,
+    CFut: Future<Output = Result<(), TestCaseError>>,
+    FFut: Future<Output = Result<(), TestCaseError>>,
+{
+    let (compacted, full) = (&compacted, &full);
+    check(store, what, cases, strategy, |s, v| async move {
+        compacted(s.clone(), v.clone()).await?;
+        full(s, v).await
+    })
+    .await;
+}
+
 fn layout_name<L: Layout>() -> &'static str {
     match L::KIND {
         LayoutKind::Full => "full",
@@ -474,17 +500,8 @@ async fn reads<S: UStore>(store: S) {
         vec((key_r(), prop_oneof![0usize..10, 250usize..257]), 1..8),
         batch_r(8),
     );
-    check(
-        &store,
-        "reads",
-        cases::<S>(48),
-        strategy,
-        |s, v| async move {
-            reads_layout::<S, Compacted>(s.clone(), v.clone()).await?;
-            reads_layout::<S, Full>(s, v).await
-        },
-    )
-    .await;
+    let (compacted, full) = (reads_layout::<S, Compacted>, reads_layout::<S, Full>);
+    check_layouts(&store, "reads", cases::<S>(48), strategy, compacted, full).await;
 }
 
 on_every_store!(reads_on => reads);
@@ -559,17 +576,8 @@ async fn cursors<S: UStore>(store: S) {
         vec(batch_r(30), 1..3),
         vec((1usize..9, vec(step, 0..5)), 1..5),
     );
-    check(
-        &store,
-        "cursors",
-        cases::<S>(48),
-        strategy,
-        |s, v| async move {
-            cursors_layout::<S, Compacted>(s.clone(), v.clone()).await?;
-            cursors_layout::<S, Full>(s, v).await
-        },
-    )
-    .await;
+    let (compacted, full) = (cursors_layout::<S, Compacted>, cursors_layout::<S, Full>);
+    check_layouts(&store, "cursors", cases::<S>(48), strategy, compacted, full).await;
 }
 
 on_every_store!(cursors_on => cursors);
@@ -578,61 +586,57 @@ on_every_store!(cursors_on => cursors);
 // diff
 // ---------------------------------------------------------------------------
 
+async fn diff_case<S: UStore>(
+    s: S,
+    (base, changes, page): (Vec<BatchR>, Vec<BatchR>, usize),
+) -> Result<(), TestCaseError> {
+    // Old: compacted; new: full, built from the same batches plus changes.
+    let (old, m_old) = build::<S, Compacted>(&s, "diff", &base).await;
+    let mut all = base.clone();
+    all.extend(changes.iter().cloned());
+    let (new, m_new) = build::<S, Full>(&s, "diff", &all).await;
+    let want = model::difference(&m_old, &m_new);
+    let got = old
+        .view()
+        .diff(&new.view())
+        .with_page(page)
+        .collect_all()
+        .await
+        .map_err(fail)?;
+    let got: Vec<(Key, Leaf, Leaf)> = got.into_iter().map(|d| (d.key, d.old, d.new)).collect();
+    prop_assert_eq!(&got, &want, "{}: diff of two namespaces", S::KIND);
+    // Reversed.
+    let back = new
+        .view()
+        .diff(&old.view())
+        .collect_all()
+        .await
+        .map_err(fail)?;
+    prop_assert_eq!(back.len(), want.len());
+    // A pin against the current tree of one namespace.
+    old.pin("before").await.map_err(fail)?;
+    let mut m = m_old.clone();
+    for b in &changes {
+        write(&old, &mut m, &batch_of("diff", b)).await;
+    }
+    let pinned = old.at_pin("before").await.map_err(fail)?;
+    let got = pinned.diff(&old.view()).collect_all().await.map_err(fail)?;
+    let got: Vec<(Key, Leaf, Leaf)> = got.into_iter().map(|d| (d.key, d.old, d.new)).collect();
+    prop_assert_eq!(
+        got,
+        model::difference(&m_old, &m),
+        "{}: pin vs current",
+        S::KIND
+    );
+    old.unpin("before").await.map_err(fail)?;
+    old.delete_all().await.map_err(fail)?;
+    new.delete_all().await.map_err(fail)?;
+    Ok(())
+}
+
 async fn diff<S: UStore>(store: S) {
     let strategy = (vec(batch_r(24), 1..3), vec(batch_r(12), 0..3), 1usize..6);
-    check(
-        &store,
-        "diff",
-        cases::<S>(48),
-        strategy,
-        |s, (base, changes, page)| async move {
-            // Old: compacted; new: full, built from the same batches plus changes.
-            let (old, m_old) = build::<S, Compacted>(&s, "diff", &base).await;
-            let mut all = base.clone();
-            all.extend(changes.iter().cloned());
-            let (new, m_new) = build::<S, Full>(&s, "diff", &all).await;
-            let want = model::difference(&m_old, &m_new);
-            let got = old
-                .view()
-                .diff(&new.view())
-                .with_page(page)
-                .collect_all()
-                .await
-                .map_err(fail)?;
-            let got: Vec<(Key, Leaf, Leaf)> =
-                got.into_iter().map(|d| (d.key, d.old, d.new)).collect();
-            prop_assert_eq!(&got, &want, "{}: diff of two namespaces", S::KIND);
-            // Reversed.
-            let back = new
-                .view()
-                .diff(&old.view())
-                .collect_all()
-                .await
-                .map_err(fail)?;
-            prop_assert_eq!(back.len(), want.len());
-            // A pin against the current tree of one namespace.
-            old.pin("before").await.map_err(fail)?;
-            let mut m = m_old.clone();
-            for b in &changes {
-                write(&old, &mut m, &batch_of("diff", b)).await;
-            }
-            let pinned = old.at_pin("before").await.map_err(fail)?;
-            let got = pinned.diff(&old.view()).collect_all().await.map_err(fail)?;
-            let got: Vec<(Key, Leaf, Leaf)> =
-                got.into_iter().map(|d| (d.key, d.old, d.new)).collect();
-            prop_assert_eq!(
-                got,
-                model::difference(&m_old, &m),
-                "{}: pin vs current",
-                S::KIND
-            );
-            old.unpin("before").await.map_err(fail)?;
-            old.delete_all().await.map_err(fail)?;
-            new.delete_all().await.map_err(fail)?;
-            Ok(())
-        },
-    )
-    .await;
+    check(&store, "diff", cases::<S>(48), strategy, diff_case).await;
 }
 
 on_every_store!(diff_on => diff);
@@ -667,6 +671,17 @@ async fn view_is<S: UStore, L: Layout>(
     Ok(())
 }
 
+/// [`view_is`] of the view at pin `pin`.
+async fn pin_is<S: UStore, L: Layout>(
+    tree: &Tree<S, L>,
+    pin: &str,
+    m: &Model,
+    probes: &[Key],
+    what: &str,
+) -> Result<(), TestCaseError> {
+    view_is(&tree.at_pin(pin).await.map_err(fail)?, m, probes, what).await
+}
+
 async fn pins_layout<S: UStore, L: Layout>(
     store: S,
     (first, second, third): (Vec<BatchR>, Vec<BatchR>, Vec<BatchR>),
@@ -691,20 +706,8 @@ async fn pins_layout<S: UStore, L: Layout>(
     write(&tree, &mut m, &wipe).await;
     let probes: Vec<Key> = m0.keys().chain(m1.keys()).map(|k| k.0).take(30).collect();
     let what = format!("{} {lay}", S::KIND);
-    view_is(
-        &tree.at_pin("p0").await.map_err(fail)?,
-        &m0,
-        &probes,
-        &format!("{what} p0"),
-    )
-    .await?;
-    view_is(
-        &tree.at_pin("p1").await.map_err(fail)?,
-        &m1,
-        &probes,
-        &format!("{what} p1"),
-    )
-    .await?;
+    pin_is(&tree, "p0", &m0, &probes, &format!("{what} p0")).await?;
+    pin_is(&tree, "p1", &m1, &probes, &format!("{what} p1")).await?;
     view_is(&tree.view(), &m, &probes, &format!("{what} current")).await?;
     let pins = tree.pins().await.map_err(fail)?;
     prop_assert_eq!(
@@ -714,13 +717,7 @@ async fn pins_layout<S: UStore, L: Layout>(
     // Unpinning p0 leaves p1 whole; unpinning p1 frees everything kept.
     prop_assert!(tree.unpin("p0").await.map_err(fail)?);
     prop_assert!(!tree.unpin("p0").await.map_err(fail)?);
-    view_is(
-        &tree.at_pin("p1").await.map_err(fail)?,
-        &m1,
-        &probes,
-        &format!("{what} p1 after"),
-    )
-    .await?;
+    pin_is(&tree, "p1", &m1, &probes, &format!("{what} p1 after")).await?;
     view_is(&tree.view(), &m, &probes, &format!("{what} current after")).await?;
     prop_assert!(tree.unpin("p1").await.map_err(fail)?);
     prop_assert!(tree.at_pin("p1").await.is_err(), "p1 is gone");
@@ -749,8 +746,9 @@ async fn pins_layout<S: UStore, L: Layout>(
     // delete_all with a pin keeps the pinned tree readable.
     tree.pin("last").await.map_err(fail)?;
     tree.delete_all().await.map_err(fail)?;
-    view_is(
-        &tree.at_pin("last").await.map_err(fail)?,
+    pin_is(
+        &tree,
+        "last",
         &m,
         &probes,
         &format!("{what} after delete_all"),
@@ -772,17 +770,8 @@ async fn pins<S: UStore>(store: S) {
         vec(batch_r(12), 1..3),
         vec(batch_r(12), 0..3),
     );
-    check(
-        &store,
-        "pins",
-        cases::<S>(32),
-        strategy,
-        |s, v| async move {
-            pins_layout::<S, Compacted>(s.clone(), v.clone()).await?;
-            pins_layout::<S, Full>(s, v).await
-        },
-    )
-    .await;
+    let (compacted, full) = (pins_layout::<S, Compacted>, pins_layout::<S, Full>);
+    check_layouts(&store, "pins", cases::<S>(32), strategy, compacted, full).await;
 }
 
 on_every_store!(pins_on => pins);
@@ -791,130 +780,129 @@ on_every_store!(pins_on => pins);
 // copies
 // ---------------------------------------------------------------------------
 
+/// The leaves of `src`'s current tree that `keep` keeps, copied into
+/// `target` with `copy_filter_to`.
+async fn copy_kept<S: UStore, T: TreeStore + 'static, L2: Layout>(
+    src: &Tree<S, Compacted>,
+    target: &Tree<T, L2>,
+    keep: impl Fn(&Key) -> bool,
+) -> Result<ms_smt::CopyReport, TestCaseError> {
+    src.view()
+        .copy_filter_to(target, |k, _| Ok::<_, Infallible>(keep(k)))
+        .await
+        .map_err(fail)
+}
+
+async fn copies_case<S: UStore>(
+    s: S,
+    (batches, rule, other): (Vec<BatchR>, u8, Vec<BatchR>),
+) -> Result<(), TestCaseError> {
+    let (src, m) = build::<S, Compacted>(&s, "copies", &batches).await;
+    // Keep keys by their first byte: all, about 3/4, 1/2, 1/4.
+    let keep = move |k: &Key| match rule {
+        0 => true,
+        1 => !k.0[0].is_multiple_of(4),
+        2 => k.0[0].is_multiple_of(2),
+        _ => k.0[0].is_multiple_of(4),
+    };
+    let kept: Model = m
+        .iter()
+        .filter(|(k, _)| keep(&k.0))
+        .map(|(k, l)| (*k, l.clone()))
+        .collect();
+    let want = model::root(&kept).expect("root");
+    // Into an empty namespace of the same database (a full tree).
+    let same = Tree::<S, Full>::new(s.handle(&unique("copy-target")));
+    let report = copy_kept(&src, &same, keep).await?;
+    prop_assert_eq!(report.root, want, "{}: copy_filter root", S::KIND);
+    prop_assert_eq!(same.root().await.map_err(fail)?, want);
+    let removed = (m.len() - kept.len()) as u64;
+    prop_assert_eq!(report.rejected, removed);
+    // Another layout: streamed.
+    prop_assert!(!report.set_based, "{}: set-based across layouts", S::KIND);
+    prop_assert!(
+        same.audit().await.map_err(fail)?.is_clean(),
+        "audit of the copy"
+    );
+    // The same layout in the same database: set-based when at most
+    // half the leaves go.
+    let same_layout = Tree::<S, Compacted>::new(s.handle(&unique("copy-same")));
+    let report = copy_kept(&src, &same_layout, keep).await?;
+    prop_assert_eq!(report.root, want);
+    prop_assert_eq!(
+        report.set_based,
+        removed <= kept.len() as u64,
+        "{}: set-based",
+        S::KIND
+    );
+    prop_assert!(
+        same_layout.audit().await.map_err(fail)?.is_clean(),
+        "audit of the copy"
+    );
+    same_layout.delete_all().await.map_err(fail)?;
+    // Into another store: streamed.
+    let mem = Tree::<MemoryStore, Compacted>::new(MemoryStore::new());
+    let report = copy_kept(&src, &mem, keep).await?;
+    prop_assert_eq!(report.root, want);
+    // Memory stores copy node by node between any two of them.
+    prop_assert_eq!(
+        report.set_based,
+        S::KIND == "memory" && removed <= kept.len() as u64
+    );
+    // A plain copy of a pin into an empty namespace is one statement.
+    src.pin("snap").await.map_err(fail)?;
+    let plain = Tree::<S, Compacted>::new(s.handle(&unique("copy-plain")));
+    write(&src, &mut m.clone(), &batch_of("copies-more", &batches[0])).await;
+    let report = src
+        .at_pin("snap")
+        .await
+        .map_err(fail)?
+        .copy_to(&plain)
+        .await
+        .map_err(fail)?;
+    prop_assert!(report.set_based);
+    prop_assert_eq!(
+        report.root,
+        model::root(&m).expect("root"),
+        "{}: copy of a pin",
+        S::KIND
+    );
+    let leaves = plain.leaves(..).collect_all().await.map_err(fail)?;
+    prop_assert_eq!(leaves.len(), m.len());
+    // Copy merges into a non-empty target (the reference's semantics).
+    let (target, mut mt) = build::<S, Compacted>(&s, "copy-merge", &other).await;
+    let merged = src
+        .at_pin("snap")
+        .await
+        .map_err(fail)?
+        .copy_to(&target)
+        .await;
+    for (k, l) in &m {
+        mt.insert(*k, l.clone());
+    }
+    match (merged, model::root(&mt)) {
+        (Ok(report), Some(want)) => {
+            prop_assert_eq!(report.root, want, "{}: merge", S::KIND)
+        }
+        (Err(ms_smt::CopyError::Target(e)), None) if e.is_overflow() => {}
+        (got, want) => {
+            prop_assert!(false, "{}: merge gave {:?}, model {:?}", S::KIND, got, want)
+        }
+    }
+    src.unpin("snap").await.map_err(fail)?;
+    for t in [src.store(), plain.store(), target.store()] {
+        Tree::<S, Compacted>::new(t.clone())
+            .delete_all()
+            .await
+            .map_err(fail)?;
+    }
+    same.delete_all().await.map_err(fail)?;
+    Ok(())
+}
+
 async fn copies<S: UStore>(store: S) {
     let strategy = (vec(batch_r(24), 1..3), 0u8..4, vec(batch_r(8), 0..2));
-    check(
-        &store,
-        "copies",
-        cases::<S>(40),
-        strategy,
-        |s, (batches, rule, other)| async move {
-            let (src, m) = build::<S, Compacted>(&s, "copies", &batches).await;
-            // Keep keys by their first byte: all, about 3/4, 1/2, 1/4.
-            let keep = move |k: &Key| match rule {
-                0 => true,
-                1 => !k.0[0].is_multiple_of(4),
-                2 => k.0[0].is_multiple_of(2),
-                _ => k.0[0].is_multiple_of(4),
-            };
-            let kept: Model = m
-                .iter()
-                .filter(|(k, _)| keep(&k.0))
-                .map(|(k, l)| (*k, l.clone()))
-                .collect();
-            let want = model::root(&kept).expect("root");
-            // Into an empty namespace of the same database (a full tree).
-            let same = Tree::<S, Full>::new(s.handle(&unique("copy-target")));
-            let report = src
-                .view()
-                .copy_filter_to(&same, |k, _| Ok::<_, Infallible>(keep(k)))
-                .await
-                .map_err(fail)?;
-            prop_assert_eq!(report.root, want, "{}: copy_filter root", S::KIND);
-            prop_assert_eq!(same.root().await.map_err(fail)?, want);
-            let removed = (m.len() - kept.len()) as u64;
-            prop_assert_eq!(report.rejected, removed);
-            // Another layout: streamed.
-            prop_assert!(!report.set_based, "{}: set-based across layouts", S::KIND);
-            prop_assert!(
-                same.audit().await.map_err(fail)?.is_clean(),
-                "audit of the copy"
-            );
-            // The same layout in the same database: set-based when at most
-            // half the leaves go.
-            let same_layout = Tree::<S, Compacted>::new(s.handle(&unique("copy-same")));
-            let report = src
-                .view()
-                .copy_filter_to(&same_layout, |k, _| Ok::<_, Infallible>(keep(k)))
-                .await
-                .map_err(fail)?;
-            prop_assert_eq!(report.root, want);
-            prop_assert_eq!(
-                report.set_based,
-                removed <= kept.len() as u64,
-                "{}: set-based",
-                S::KIND
-            );
-            prop_assert!(
-                same_layout.audit().await.map_err(fail)?.is_clean(),
-                "audit of the copy"
-            );
-            same_layout.delete_all().await.map_err(fail)?;
-            // Into another store: streamed.
-            let mem = Tree::<MemoryStore, Compacted>::new(MemoryStore::new());
-            let report = src
-                .view()
-                .copy_filter_to(&mem, |k, _| Ok::<_, Infallible>(keep(k)))
-                .await
-                .map_err(fail)?;
-            prop_assert_eq!(report.root, want);
-            // Memory stores copy node by node between any two of them.
-            prop_assert_eq!(
-                report.set_based,
-                S::KIND == "memory" && removed <= kept.len() as u64
-            );
-            // A plain copy of a pin into an empty namespace is one statement.
-            src.pin("snap").await.map_err(fail)?;
-            let plain = Tree::<S, Compacted>::new(s.handle(&unique("copy-plain")));
-            write(&src, &mut m.clone(), &batch_of("copies-more", &batches[0])).await;
-            let report = src
-                .at_pin("snap")
-                .await
-                .map_err(fail)?
-                .copy_to(&plain)
-                .await
-                .map_err(fail)?;
-            prop_assert!(report.set_based);
-            prop_assert_eq!(
-                report.root,
-                model::root(&m).expect("root"),
-                "{}: copy of a pin",
-                S::KIND
-            );
-            let leaves = plain.leaves(..).collect_all().await.map_err(fail)?;
-            prop_assert_eq!(leaves.len(), m.len());
-            // Copy merges into a non-empty target (the reference's semantics).
-            let (target, mut mt) = build::<S, Compacted>(&s, "copy-merge", &other).await;
-            let merged = src
-                .at_pin("snap")
-                .await
-                .map_err(fail)?
-                .copy_to(&target)
-                .await;
-            for (k, l) in &m {
-                mt.insert(*k, l.clone());
-            }
-            match (merged, model::root(&mt)) {
-                (Ok(report), Some(want)) => {
-                    prop_assert_eq!(report.root, want, "{}: merge", S::KIND)
-                }
-                (Err(ms_smt::CopyError::Target(e)), None) if e.is_overflow() => {}
-                (got, want) => {
-                    prop_assert!(false, "{}: merge gave {:?}, model {:?}", S::KIND, got, want)
-                }
-            }
-            src.unpin("snap").await.map_err(fail)?;
-            for t in [src.store(), plain.store(), target.store()] {
-                Tree::<S, Compacted>::new(t.clone())
-                    .delete_all()
-                    .await
-                    .map_err(fail)?;
-            }
-            same.delete_all().await.map_err(fail)?;
-            Ok(())
-        },
-    )
-    .await;
+    check(&store, "copies", cases::<S>(40), strategy, copies_case).await;
 }
 
 on_every_store!(copies_on => copies);
@@ -1002,8 +990,7 @@ async fn export_layout<S: UStore, L: Layout>(
     );
     src.unpin("export").await.map_err(fail)?;
     src.delete_all().await.map_err(fail)?;
-    target.delete_all().await.map_err(fail)?;
-    Ok(())
+    target.delete_all().await.map_err(fail)
 }
 
 async fn export<S: UStore>(store: S) {
@@ -1012,17 +999,8 @@ async fn export<S: UStore>(store: S) {
         0usize..7,
         vec(any::<usize>(), 0..16),
     );
-    check(
-        &store,
-        "export",
-        cases::<S>(32),
-        strategy,
-        |s, v| async move {
-            export_layout::<S, Compacted>(s.clone(), v.clone()).await?;
-            export_layout::<S, Full>(s, v).await
-        },
-    )
-    .await;
+    let (compacted, full) = (export_layout::<S, Compacted>, export_layout::<S, Full>);
+    check_layouts(&store, "export", cases::<S>(32), strategy, compacted, full).await;
 }
 
 on_every_store!(export_on => export);
