@@ -25,10 +25,10 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, WriterConfig};
+use ms_smt::store::{PostgresStore, SqliteStore, TreeStore};
+use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use sqlx::Connection;
-use support::{TempDb, hkey, pg_url, unique};
+use support::{TempDb, hkey, map_root, pg_url, unique};
 
 type Model = HashMap<Key, Leaf>;
 
@@ -45,15 +45,6 @@ async fn poll_at_most<F: Future>(fut: F, k: usize) -> Option<F::Output> {
         }
     })
     .await
-}
-
-/// The root of `model` (built in memory).
-async fn model_root(model: &Model) -> ComputedNode {
-    let tree = CompactedTree::new(MemoryStore::new());
-    tree.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))
-        .await
-        .expect("memory");
-    tree.root().await.expect("root")
 }
 
 fn batch(tag: &str, round: u64, size: u64) -> Vec<(Key, Leaf)> {
@@ -122,7 +113,7 @@ where
                 "delete_all" => Model::new(),
                 _ => model.clone(),
             };
-            let new = model_root(&new_model).await;
+            let new = map_root(&new_model).await;
             let done = {
                 let handle = CompactedTree::new(fresh());
                 match op {
@@ -169,7 +160,7 @@ where
             let root = tree.root().await.expect("root after a drop");
             let if_landed = applied(&new_model, &next);
             let if_not = applied(&model, &next);
-            if root == model_root(&if_landed).await {
+            if root == map_root(&if_landed).await {
                 if !done && new != old {
                     seen.landed += 1;
                 }
@@ -177,7 +168,7 @@ where
             } else {
                 assert_eq!(
                     root,
-                    model_root(&if_not).await,
+                    map_root(&if_not).await,
                     "{what} {op} dropped after {k} polls: root is neither old nor new"
                 );
                 model = if_not;
@@ -304,7 +295,7 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
         let b = batch(&tag, k as u64, 30);
         let old = base.root().await.expect("root");
         let new_model = applied(&model, &b);
-        let new = model_root(&new_model).await;
+        let new = map_root(&new_model).await;
         let mut conn = store.pool().acquire().await.expect("conn");
         let mut tx = conn.begin().await.expect("begin");
         let done = {
@@ -324,8 +315,8 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
         }
         tx.commit().await.expect("host commit");
         let root = base.root().await.expect("root");
-        let landed = model_root(&applied(&new_model, &extra)).await;
-        let kept = model_root(&applied(&model, &extra)).await;
+        let landed = map_root(&applied(&new_model, &extra)).await;
+        let kept = map_root(&applied(&model, &extra)).await;
         assert!(
             root == landed || root == kept,
             "host tx k={k}: root is neither old+extra nor new+extra ({old:?} / {new:?})"
@@ -385,10 +376,10 @@ async fn cancel_postgres_host_transaction() {
         let root = base.root().await.expect("root");
         let landed = applied(&new_model, &extra);
         let kept = applied(&model, &extra);
-        model = if root == model_root(&landed).await {
+        model = if root == map_root(&landed).await {
             landed
         } else {
-            assert_eq!(root, model_root(&kept).await, "host tx k={k}: root");
+            assert_eq!(root, map_root(&kept).await, "host tx k={k}: root");
             kept
         };
         let report = base.audit().await.expect("audit");

@@ -50,7 +50,7 @@ use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use support::child::{Target, child_spec, say};
+use support::child::{ChildStore, Target, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -161,27 +161,10 @@ async fn child_mode() -> bool {
     let Some(spec) = child_spec::<ChildSpec>(CHILD_ENV) else {
         return false;
     };
-    match &spec.target {
-        Target::Sqlite(path) => match SqliteStore::open(path).await {
-            Ok(store) => {
-                child_loop(
-                    CompactedTree::new(store.open_namespace(&spec.namespace)),
-                    &spec,
-                )
-                .await
-            }
-            Err(e) => say(&format!("ERR open {e:?}")),
-        },
-        Target::Postgres(url) => match PostgresStore::connect(url).await {
-            Ok(store) => {
-                child_loop(
-                    CompactedTree::new(store.open_namespace(&spec.namespace)),
-                    &spec,
-                )
-                .await
-            }
-            Err(e) => say(&format!("ERR open {e:?}")),
-        },
+    match spec.target.open(&spec.namespace).await {
+        Ok(ChildStore::Sqlite(store)) => child_loop(CompactedTree::new(store), &spec).await,
+        Ok(ChildStore::Postgres(store)) => child_loop(CompactedTree::new(store), &spec).await,
+        Err(e) => say(&format!("ERR open {e:?}")),
     }
     std::process::exit(2);
 }

@@ -26,7 +26,7 @@ use ms_smt::store::{BulkStore, PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use support::child::{Target, child_spec, say};
+use support::child::{ChildStore, Target, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -63,15 +63,10 @@ async fn child_mode() -> bool {
     let Some(spec) = child_spec::<ChildSpec>(CHILD_ENV) else {
         return false;
     };
-    match &spec.target {
-        Target::Sqlite(path) => match SqliteStore::open(path).await {
-            Ok(store) => child_loop(store.open_namespace(&spec.namespace), &spec).await,
-            Err(e) => say(&format!("ERR open {e:?}")),
-        },
-        Target::Postgres(url) => match PostgresStore::connect(url).await {
-            Ok(store) => child_loop(store.open_namespace(&spec.namespace), &spec).await,
-            Err(e) => say(&format!("ERR open {e:?}")),
-        },
+    match spec.target.open(&spec.namespace).await {
+        Ok(ChildStore::Sqlite(store)) => child_loop(store, &spec).await,
+        Ok(ChildStore::Postgres(store)) => child_loop(store, &spec).await,
+        Err(e) => say(&format!("ERR open {e:?}")),
     }
     std::process::exit(2);
 }

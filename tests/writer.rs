@@ -18,23 +18,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use ms_smt::store::MemoryStore;
-use ms_smt::{
-    CompactedTree, ComputedNode, Key, Leaf, PlanError, SubmitError, WriterConfig,
-    verify_merkle_proof,
-};
+use ms_smt::{CompactedTree, Key, Leaf, PlanError, SubmitError, WriterConfig, verify_merkle_proof};
 use support::suite::*;
-use support::{hkey, unique};
+use support::{hkey, map_root, unique};
 
 type Model = HashMap<Key, Leaf>;
-
-/// The root of `model`, built in memory.
-async fn model_root(model: &Model) -> ComputedNode {
-    let tree = CompactedTree::new(MemoryStore::new());
-    tree.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))
-        .await
-        .expect("memory");
-    tree.root().await.expect("root")
-}
 
 fn apply(model: &mut Model, batch: &[(Key, Leaf)]) {
     for (k, l) in batch {
@@ -115,7 +103,7 @@ async fn many_submitters<S: TestStore>(store: S) {
         stats.acknowledged,
         stats.largest_group
     );
-    assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+    assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
     let keys: Vec<Key> = model.keys().copied().collect();
     let leaves = tree.get_many(&keys).await.expect("read back");
     for (key, got) in keys.iter().zip(&leaves) {
@@ -149,7 +137,7 @@ async fn queue_order<S: TestStore>(store: S) {
             })
             .collect();
         apply(&mut model, &batch);
-        prefix_roots.push(model_root(&model).await);
+        prefix_roots.push(map_root(&model).await);
         tickets.push(writer.try_submit(batch).expect("queued"));
         if i % 9 == 0 {
             // Let some groups seal on the way.
@@ -170,7 +158,7 @@ async fn queue_order<S: TestStore>(store: S) {
         last_prefix = prefix;
     }
     writer.close().await;
-    assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+    assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
 }
 on_every_store!(writer_queue_order => queue_order);
 
@@ -217,7 +205,7 @@ async fn overflow_alone<S: TestStore>(store: S) {
     ]
     .into_iter()
     .collect();
-    assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+    assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
     let stats = writer.stats();
     assert_eq!((stats.rejected, stats.acknowledged), (2, 3));
     writer.close().await;
@@ -324,10 +312,7 @@ async fn two_writers<S: TestStore>(store: S) {
         writer.close().await;
     }
     assert_eq!(model.len(), 2 * 16 * 6);
-    assert_eq!(
-        trees[0].root().await.expect("root"),
-        model_root(&model).await
-    );
+    assert_eq!(trees[0].root().await.expect("root"), map_root(&model).await);
     assert!(trees[1].audit().await.expect("audit").is_clean());
 }
 on_every_store!(writer_two_writers => two_writers);
@@ -417,7 +402,7 @@ mod failing_commits {
         ]
         .into_iter()
         .collect();
-        assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+        assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
         assert!(tree.audit().await.expect("audit").is_clean());
     }
 
@@ -458,7 +443,7 @@ mod failing_commits {
         writer.close().await;
         assert_eq!(failed, 1, "only the group whose commit failed");
         assert!(stats.planned_ahead > 0, "{stats:?}");
-        assert_eq!(tree.root().await.expect("root"), model_root(&model).await);
+        assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
         assert!(tree.audit().await.expect("audit").is_clean());
     }
 

@@ -33,14 +33,7 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         return Ok(cache);
     }
     let recent = store.recent_nodes(for_write);
-    let mut starts: Vec<PathStart> = keys
-        .iter()
-        .map(|key| PathStart {
-            hash: root.hash,
-            level: 0,
-            key: *key,
-        })
-        .collect();
+    let mut starts = from_root(root, keys);
     if let Some(recent) = recent {
         starts = walk_known(&|hash| recent.get(hash), &mut cache, starts, siblings);
     }
@@ -53,6 +46,17 @@ pub(crate) async fn fetch_paths<S: TreeStore>(
         cache.extend(nodes);
     }
     Ok(cache)
+}
+
+/// Every key's walk, from the root.
+fn from_root(root: &ComputedNode, keys: &[Key]) -> Vec<PathStart> {
+    keys.iter()
+        .map(|key| PathStart {
+            hash: root.hash,
+            level: 0,
+            key: *key,
+        })
+        .collect()
 }
 
 /// Hands nodes just read from the store to the handle's memory, if any.
@@ -78,14 +82,7 @@ pub(crate) async fn fetch_paths_over<S: TreeStore>(
     if keys.is_empty() || is_empty_hash(0, &root.hash) {
         return Ok(cache);
     }
-    let starts = keys
-        .iter()
-        .map(|key| PathStart {
-            hash: root.hash,
-            level: 0,
-            key: *key,
-        })
-        .collect();
+    let starts = from_root(root, keys);
     let lookup = |hash: &Hash| planned.node(hash).cloned();
     let starts = walk_known(&lookup, &mut cache, starts, siblings);
     if !starts.is_empty() {

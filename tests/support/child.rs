@@ -30,3 +30,30 @@ pub fn child_spec<T: DeserializeOwned>(env: &str) -> Option<T> {
     let spec = std::env::var(env).ok()?;
     Some(serde_json::from_str(&spec).expect("child spec"))
 }
+
+/// A store a child opened on its [`Target`].
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub enum ChildStore {
+    Sqlite(ms_smt::store::SqliteStore),
+    Postgres(ms_smt::store::PostgresStore),
+}
+
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+impl Target {
+    /// The store on this target at `namespace`, with the stores' defaults
+    /// (`SqliteStore::open`: WAL, `synchronous=FULL`; `PostgresStore::connect`).
+    pub async fn open(&self, namespace: &str) -> Result<ChildStore, ms_smt::store::SqlStoreError> {
+        Ok(match self {
+            Target::Sqlite(path) => ChildStore::Sqlite(
+                ms_smt::store::SqliteStore::open(path)
+                    .await?
+                    .open_namespace(namespace),
+            ),
+            Target::Postgres(url) => ChildStore::Postgres(
+                ms_smt::store::PostgresStore::connect(url)
+                    .await?
+                    .open_namespace(namespace),
+            ),
+        })
+    }
+}

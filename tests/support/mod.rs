@@ -98,6 +98,12 @@ pub async fn root_of(batches: &[Vec<(Key, Leaf)>]) -> ComputedNode {
     tree.root().await.expect("root")
 }
 
+/// The root of the leaves in `model`, built in an empty compacted memory
+/// tree.
+pub async fn map_root(model: &std::collections::HashMap<Key, Leaf>) -> ComputedNode {
+    root_of(&[model.iter().map(|(k, l)| (*k, l.clone())).collect()]).await
+}
+
 /// A multi-threaded runtime with two workers, for tests that drive async
 /// scenarios from a synchronous proptest runner.
 pub fn runtime() -> tokio::runtime::Runtime {
