@@ -10,6 +10,10 @@
 //!   routine so that dropping it is not timed either.
 //! * `read`: get / merkle_proof / verify on a 10,000-leaf tree, per operation,
 //!   and the batched `merkle_proofs` / `get_many` of 1,000 keys.
+//! * `threads`: compacted 10,000 → empty and 1,000 → 10,000, full 10,000 →
+//!   empty, with the descent on one thread and split across two
+//!   (`set_descent_threads`). The other groups use the default (two threads
+//!   on this machine).
 //!
 //! Before the groups run, hash counts and store round trips are printed once
 //! (stderr), measured on this thread with `hash_calls()` and `stats()`.
@@ -27,7 +31,9 @@ use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group
 use ms_smt::Hash;
 use ms_smt::store::{MemoryStore, TreeStore};
 use ms_smt::test_utils::{branch_hash, hash_calls, sha256};
-use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
+use ms_smt::{
+    CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree, set_descent_threads,
+};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -239,6 +245,43 @@ fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &
     }
 }
 
+/// The same inserts on one thread and on two (`set_descent_threads`).
+fn threads(c: &mut Criterion) {
+    let rt = runtime();
+    let d = data();
+    let mut g = c.benchmark_group("threads");
+    g.sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(10);
+    for threads in [1usize, 2] {
+        set_descent_threads(threads);
+        g.bench_function(BenchmarkId::new("compacted/empty/10000", threads), |b| {
+            b.iter_batched(
+                || (CompactedTree::new(MemoryStore::new()), d.seed.clone()),
+                |(tree, batch)| insert(&rt, "insert_many", tree, batch),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function(BenchmarkId::new("compacted/into10k/1000", threads), |b| {
+            b.iter_batched(
+                || (tree_with::<ms_smt::Compacted>(&rt, &d.seed), d.fresh.clone()),
+                |(tree, batch)| insert(&rt, "insert_many", tree, batch),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function(BenchmarkId::new("full/empty/10000", threads), |b| {
+            b.iter_batched(
+                || (FullTree::new(MemoryStore::new()), d.seed.clone()),
+                |(tree, batch)| insert(&rt, "insert_many", tree, batch),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    set_descent_threads(0);
+    g.finish();
+}
+
 fn inserts(c: &mut Criterion) {
     let rt = runtime();
     let d = data();
@@ -335,5 +378,5 @@ fn reads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, counts, floor, inserts, reads);
+criterion_group!(benches, counts, floor, inserts, reads, threads);
 criterion_main!(benches);

@@ -64,7 +64,9 @@ mod tree;
 mod universe;
 
 pub use audit::report::{AuditReport, Problem};
-pub use descent::{NodeCache, NodeSource, Subtree, plan_insert_many};
+pub use descent::{
+    NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many, set_descent_threads,
+};
 pub use error::{PlanError, SumOverflow, TreeError};
 pub use hash::Hash;
 pub use key::Key;

@@ -3,7 +3,7 @@
 
 use crate::descent::NodeSource;
 use crate::descent::items::{Item, nonempty_span};
-use crate::descent::plan::{Planner, Sub};
+use crate::descent::plan::{Planner, Sub, fork_here};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
@@ -34,15 +34,24 @@ pub(crate) fn update<'a, R: NodeSource>(
     };
     let split = items.partition_point(|it| !it.key.bit(level));
     let path = items[0].key;
-    let l = if split > 0 {
-        update(p, level + 1, *left, &items[..split])?
+    let (l, r) = if split > 0 && split < items.len() && fork_here(items.len(), p.forked) {
+        let (l, r) = p.fork(
+            |lp| update(lp, level + 1, *left, &items[..split]),
+            |rp| update(rp, level + 1, *right, &items[split..]),
+        );
+        (l?, r?)
     } else {
-        p.resolve_beside(level + 1, *left, &path, *sum, right)?
-    };
-    let r = if split < items.len() {
-        update(p, level + 1, *right, &items[split..])?
-    } else {
-        p.resolve_beside(level + 1, *right, &path, *sum, left)?
+        let l = if split > 0 {
+            update(p, level + 1, *left, &items[..split])?
+        } else {
+            p.resolve_beside(level + 1, *left, &path, *sum, right)?
+        };
+        let r = if split < items.len() {
+            update(p, level + 1, *right, &items[split..])?
+        } else {
+            p.resolve_beside(level + 1, *right, &path, *sum, left)?
+        };
+        (l, r)
     };
     let new = join(level, l, r)?;
     if new.hash(level) != hash {
@@ -139,8 +148,18 @@ fn build<'a, R: NodeSource>(
         None => (new_leaf(p, &head), MAX_LEVEL),
         Some(split_level) => {
             let split = items.partition_point(|it| !it.key.bit(split_level));
-            let l = build(p, split_level + 1, &items[..split])?;
-            let r = build(p, split_level + 1, &items[split..])?;
+            let (l, r) = if fork_here(items.len(), p.forked) {
+                let (l, r) = p.fork(
+                    |lp| build(lp, split_level + 1, &items[..split]),
+                    |rp| build(rp, split_level + 1, &items[split..]),
+                );
+                (l?, r?)
+            } else {
+                (
+                    build(p, split_level + 1, &items[..split])?,
+                    build(p, split_level + 1, &items[split..])?,
+                )
+            };
             let joined = join(split_level, l, r)?;
             queue(p, split_level, &head.key, &l, &r, &joined);
             (joined, split_level)

@@ -11,7 +11,7 @@ mod source;
 mod subtree;
 
 pub use batch::{NetChange, UpdateBatch};
-pub use plan::plan_insert_many;
+pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many, set_descent_threads};
 pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;
 

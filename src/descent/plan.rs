@@ -7,7 +7,9 @@ use crate::descent::{NodeSource, UpdateBatch};
 use crate::descent::{compacted, full};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
-use crate::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::hash::{Hash, add_hash_calls, hash_calls};
 use crate::key::Key;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
@@ -64,6 +66,8 @@ pub(crate) struct Planner<'a, R: NodeSource> {
     pub deletes: Vec<(Position, Hash)>,
     /// Sum of the non-empty leaves at batch keys that the batch replaces or deletes.
     pub replaced: u128,
+    /// True inside a half of a split descent (it splits no further).
+    pub forked: bool,
 }
 
 impl<'a, R: NodeSource> Planner<'a, R> {
@@ -73,6 +77,7 @@ impl<'a, R: NodeSource> Planner<'a, R> {
             inserts: Vec::new(),
             deletes: Vec::new(),
             replaced: 0,
+            forked: false,
         }
     }
 
@@ -143,6 +148,82 @@ impl<'a, R: NodeSource> Planner<'a, R> {
     }
 }
 
+/// Batches of at least this many items are split across two threads at
+/// their first branch with work on both sides (below it, each half is
+/// hashed on one thread).
+pub const PARALLEL_MIN_ITEMS: usize = 256;
+
+/// Threads the descent may use (1 turns the split off); see
+/// [`set_descent_threads`](crate::set_descent_threads).
+static DESCENT_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets how many threads one descent may hash on, for the whole process:
+/// 1 keeps every descent on the calling thread; 2 or more splits a batch of
+/// [`PARALLEL_MIN_ITEMS`] or more keys at its first branch with keys on
+/// both sides, one half on a scoped thread of its own; 0 (the default)
+/// means 2 where the machine has two or more cores, else 1. Roots, proofs
+/// and the stored nodes are the same either way.
+///
+/// The split half runs on a thread of its own, not on the async runtime's
+/// workers; the other half runs on the calling thread, which for the tree's
+/// async methods is a runtime worker, as without the split.
+pub fn set_descent_threads(threads: usize) {
+    DESCENT_THREADS.store(threads, Ordering::Relaxed);
+}
+
+/// True when a subtree with `items` items should be split across threads.
+pub(crate) fn fork_here(items: usize, forked: bool) -> bool {
+    if forked || items < PARALLEL_MIN_ITEMS {
+        return false;
+    }
+    let threads = match DESCENT_THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    threads >= 2
+}
+
+impl<'a, R: NodeSource + Sync> Planner<'a, R> {
+    /// Runs `left` on a second thread and `right` on this one, each with a
+    /// planner of its own over the same source, and queues their changes
+    /// here in the order one thread would have (left's, then right's).
+    /// The second thread's hashes count on this thread
+    /// ([`hash_calls`](crate::hash::hash_calls)).
+    pub fn fork<A: Send, B>(
+        &mut self,
+        left: impl FnOnce(&mut Planner<'a, R>) -> A + Send,
+        right: impl FnOnce(&mut Planner<'a, R>) -> B,
+    ) -> (A, B) {
+        let source = self.source;
+        let (a, lp, calls, b, rp) = std::thread::scope(|scope| {
+            let handle = scope.spawn(move || {
+                let before = hash_calls();
+                let mut lp = Planner::new(source);
+                lp.forked = true;
+                let a = left(&mut lp);
+                (a, lp, hash_calls().wrapping_sub(before))
+            });
+            let mut rp = Planner::new(source);
+            rp.forked = true;
+            let b = right(&mut rp);
+            match handle.join() {
+                Ok((a, lp, calls)) => (a, lp, calls, b, rp),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        });
+        add_hash_calls(calls);
+        self.absorb(lp);
+        self.absorb(rp);
+        (a, b)
+    }
+
+    fn absorb(&mut self, other: Planner<'a, R>) {
+        self.inserts.extend(other.inserts);
+        self.deletes.extend(other.deletes);
+        self.replaced = self.replaced.saturating_add(other.replaced);
+    }
+}
+
 /// Plans one batched write without touching any store: the pure half of
 /// [`Tree::insert_many`](crate::Tree::insert_many).
 ///
@@ -203,4 +284,80 @@ pub(crate) fn plan_items<R: NodeSource>(
         inserts: planner.inserts,
         deletes: planner.deletes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::descent::NodeCache;
+    use crate::hash::hash_calls;
+
+    fn random_batch(rng: &mut StdRng, n: usize, delete_from: &[(Key, Leaf)]) -> Vec<(Key, Leaf)> {
+        let mut batch: Vec<(Key, Leaf)> = (0..n)
+            .map(|_| {
+                let mut key = [0u8; 32];
+                rng.fill(&mut key);
+                let value: Vec<u8> = (0..rng.gen_range(1..40)).map(|_| rng.r#gen()).collect();
+                (Key(key), Leaf::new(value, rng.gen_range(1..1_000_000)))
+            })
+            .collect();
+        // Deletes and replacements of existing keys, mixed in.
+        for (key, _) in delete_from.iter().step_by(7) {
+            let leaf = if rng.gen_bool(0.5) {
+                Leaf::empty()
+            } else {
+                Leaf::new(vec![1], 3)
+            };
+            batch.push((*key, leaf));
+        }
+        batch
+    }
+
+    fn plan_on(
+        threads: usize,
+        kind: LayoutKind,
+        source: &NodeCache,
+        root: ComputedNode,
+        batch: &[(Key, Leaf)],
+    ) -> (UpdateBatch, u64) {
+        set_descent_threads(threads);
+        let before = hash_calls();
+        let update = plan_insert_many(kind, source, root, batch).expect("plan");
+        (update, hash_calls() - before)
+    }
+
+    /// The split descent plans exactly what one thread plans: the same
+    /// roots, the same inserts and deletes in the same order, the same
+    /// hash count, for builds from empty and updates of existing trees
+    /// (inserts, replacements and deletes), on both layouts.
+    #[test]
+    fn two_threads_plan_what_one_does() {
+        let mut rng = StdRng::seed_from_u64(0x7468_7265_6164);
+        for kind in [LayoutKind::Compacted, LayoutKind::Full] {
+            for size in [PARALLEL_MIN_ITEMS, 700, 2_000] {
+                let empty = NodeCache::new();
+                let seed = random_batch(&mut rng, size, &[]);
+                let (one, calls_one) = plan_on(1, kind, &empty, ComputedNode::empty_root(), &seed);
+                let (two, calls_two) = plan_on(2, kind, &empty, ComputedNode::empty_root(), &seed);
+                assert_eq!(one.new_root, two.new_root);
+                assert_eq!(one.inserts, two.inserts);
+                assert_eq!(one.deletes, two.deletes);
+                assert_eq!(calls_one, calls_two);
+
+                let mut tree = NodeCache::new();
+                tree.extend(one.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+                let batch = random_batch(&mut rng, size, &seed);
+                let (one, calls_one) = plan_on(1, kind, &tree, one.new_root, &batch);
+                let (two, calls_two) = plan_on(2, kind, &tree, two.new_root, &batch);
+                assert_eq!(one.new_root, two.new_root);
+                assert_eq!(one.inserts, two.inserts);
+                assert_eq!(one.deletes, two.deletes);
+                assert_eq!(calls_one, calls_two);
+            }
+        }
+        set_descent_threads(0);
+    }
 }

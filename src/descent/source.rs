@@ -8,8 +8,9 @@ use crate::error::PlanError;
 use crate::hash::Hash;
 use crate::node::Node;
 
-/// Synchronous read access to nodes by hash: what the pure descent walks.
-pub trait NodeSource {
+/// Synchronous read access to nodes by hash: what the pure descent walks
+/// (from two threads at once when a large batch is split).
+pub trait NodeSource: Sync {
     /// The node stored under `hash`, if known.
     fn node(&self, hash: &Hash) -> Option<&Node>;
 }
