@@ -265,7 +265,12 @@ fn threads(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("compacted/into10k/1000", threads), |b| {
             b.iter_batched(
-                || (tree_with::<ms_smt::Compacted>(&rt, &d.seed), d.fresh.clone()),
+                || {
+                    (
+                        tree_with::<ms_smt::Compacted>(&rt, &d.seed),
+                        d.fresh.clone(),
+                    )
+                },
                 |(tree, batch)| insert(&rt, "insert_many", tree, batch),
                 BatchSize::PerIteration,
             )

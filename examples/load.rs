@@ -22,6 +22,8 @@
 //! * `MSSMT_LOAD_LEAVES`: leaves per submission (default `1,10`).
 //! * `MSSMT_LOAD_SECS`: seconds per cell (default 5).
 //! * `MSSMT_LOAD_PATHS`: `writer`, `direct` or both (default both).
+//! * `MSSMT_LOAD_DESCENT_THREADS`: threads per descent
+//!   (`ms_smt::set_descent_threads`; default 0: two on this machine).
 //! * `MSSMT_LOAD_STORES`: any of `memory,sqlite,postgres` (default all;
 //!   Postgres only with `MSSMT_BENCH_PG_URL`, which must run with
 //!   `fsync = on`: `scripts/pg-cluster.sh init` and `start` give one).
@@ -318,10 +320,12 @@ where
 
 fn main() -> Res<()> {
     let cfg = config()?;
+    let threads: usize = list("MSSMT_LOAD_DESCENT_THREADS", "0")?[0];
+    ms_smt::set_descent_threads(threads);
     let rt = common::runtime();
     rt.block_on(async {
         println!(
-            "load: {} s per cell, machine: {} vCPUs",
+            "load: {} s per cell, descent threads {threads} (0: default), machine: {} vCPUs",
             cfg.secs,
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
