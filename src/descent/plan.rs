@@ -326,7 +326,7 @@ mod tests {
         set_descent_threads(threads);
         let before = hash_calls();
         let update = plan_insert_many(kind, source, root, batch).expect("plan");
-        (update, hash_calls() - before)
+        (update, hash_calls().wrapping_sub(before))
     }
 
     /// The split descent plans exactly what one thread plans: the same

@@ -25,10 +25,6 @@ pub enum SqlStoreError {
         #[source]
         source: crate::strata::StrataError,
     },
-    /// The store files nodes by position; nodes cannot be read by hash
-    /// alone ([`TreeStore::reads_by_position`](crate::store::TreeStore::reads_by_position)).
-    #[error("this store reads nodes by position, not by hash")]
-    NotByHash,
     /// The stratum height asked for is outside 1..=6.
     #[error("stratum height {0} is outside 1..=6")]
     StratumHeight(i64),

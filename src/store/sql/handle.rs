@@ -344,7 +344,7 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
         ops::load_root(&mut **self.conn.lock().await, &self.space).await
     }
 
-    /// A large walk's guard ([`Dialect::guard_walk`]) lasts until the
+    /// A large walk's guard (JIT off on Postgres) lasts until the
     /// caller's transaction ends (no savepoint: see the Postgres store).
     async fn read_paths(
         &self,

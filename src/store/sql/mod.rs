@@ -17,6 +17,7 @@ mod sqlite;
 mod tx;
 
 pub use error::SqlStoreError;
+pub use handle::{SqlStore, SqlTxStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "sqlite")]

@@ -41,7 +41,7 @@ use crate::strata::{RowChange, RowKey, StratumHeight};
 pub type PostgresStore = SqlStore<PgConnection>;
 
 /// A [`PostgresStore`] namespace bound to a caller's open transaction; see
-/// [`in_transaction`](SqlStore::in_transaction).
+/// [`in_transaction`](PostgresStore::in_transaction).
 pub type PostgresTxStore<'c> = SqlTxStore<'c, PgConnection>;
 
 /// Version 4: versions, pins, and the rows pins keep.

@@ -47,7 +47,7 @@ use crate::strata::{RowChange, RowKey};
 pub type SqliteStore = SqlStore<SqliteConnection>;
 
 /// A [`SqliteStore`] namespace bound to a caller's open transaction; see
-/// [`in_transaction`](SqlStore::in_transaction).
+/// [`in_transaction`](SqliteStore::in_transaction).
 pub type SqliteTxStore<'c> = SqlTxStore<'c, SqliteConnection>;
 
 /// Version 4: strata rows in a rowid table with a unique position index.
