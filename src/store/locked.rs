@@ -9,6 +9,7 @@ use crate::key::Key;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::store::blocking::hashing;
 use crate::store::traits::{CommitOutcome, PathStart, ReadAt, TreeStore};
 
 /// Writes `batch` with `kind`'s descent through `store`, which must hold
@@ -44,7 +45,9 @@ pub(crate) async fn write_planned<S: TreeStore>(
             .map_err(TreeError::Store)?;
         cache.extend(nodes);
     }
-    let update = descent::plan_items(kind, &cache, root, &items)?;
+    let update = hashing(items.len(), || {
+        descent::plan_items(kind, &cache, root, &items)
+    })?;
     if update.is_noop() {
         return Ok(update.new_root);
     }

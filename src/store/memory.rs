@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{
-    BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore,
+    BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore, hashing,
 };
 use crate::audit::nodes::{NodeScan, audit_nodes};
 use crate::audit::report::AuditReport;
@@ -519,7 +519,9 @@ impl TreeStore for MemoryStore {
             .write()
             .map_err(|_| TreeError::Store(MemoryError::Poisoned))?;
         let root = space.root;
-        let update = descent::plan_items(kind, &*space, root, &items)?;
+        let update = hashing(items.len(), || {
+            descent::plan_items(kind, &*space, root, &items)
+        })?;
         if !update.is_noop() {
             let written = Self::apply(&mut space, &update).map_err(TreeError::Store)?;
             space.root = update.new_root;

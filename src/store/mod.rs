@@ -23,6 +23,7 @@
 //! adds the moves that need no leaf in the process: a set-based copy and
 //! the atomic swap that publishes an import.
 
+mod blocking;
 mod counters;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod locked;
@@ -35,6 +36,7 @@ mod traits;
 pub use crate::descent::{NetChange, UpdateBatch};
 pub use crate::pin::Pin;
 pub use crate::strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
+pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};

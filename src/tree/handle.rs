@@ -13,7 +13,7 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::single::Proof;
 use crate::proof::update::UpdateProof;
-use crate::store::{CommitOutcome, ReadAt, TreeStore};
+use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
@@ -161,7 +161,10 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 backoff(attempt).await;
                 continue;
             };
-            let planned = descent::plan_items(L::KIND, &cache, root, &items).and_then(|update| {
+            let planned = hashing(items.len(), || {
+                descent::plan_items(L::KIND, &cache, root, &items)
+            })
+            .and_then(|update| {
                 let proof = prove
                     .then(|| UpdateProof::from_source(&cache, &root, batch))
                     .transpose()?;

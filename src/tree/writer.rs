@@ -28,7 +28,7 @@ use crate::layout::{Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::single::Proof;
-use crate::store::{CommitOutcome, TreeStore};
+use crate::store::{CommitOutcome, TreeStore, hashing};
 use crate::tree::handle::{EXCLUSIVE_AFTER, Target, Tree, backoff};
 use crate::tree::{fetch, walk};
 
@@ -640,7 +640,9 @@ where
             .flat_map(|(_, p)| p.batch.iter().cloned())
             .collect();
         let items = descent::prepare(&batch);
-        let update = match descent::plan_items(L::KIND, &nodes, root, &items) {
+        let update = match hashing(items.len(), || {
+            descent::plan_items(L::KIND, &nodes, root, &items)
+        }) {
             Ok(update) => update,
             Err(e) => return self.plan_error(e, &root, over.is_some()).await,
         };
