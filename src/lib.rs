@@ -50,6 +50,7 @@ mod hash;
 mod key;
 mod layout;
 mod leaf;
+mod lift;
 mod node;
 mod pin;
 mod position;
@@ -68,7 +69,7 @@ pub use descent::{
     NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many, set_descent_threads,
 };
 pub use error::{PlanError, SumOverflow, TreeError};
-pub use hash::Hash;
+pub use hash::{DEFAULT_HASH_LANES, Hash, hash_lanes, set_hash_lanes};
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;

@@ -3,7 +3,10 @@
 //! strata row codec, the retry policy. Not part of the stable API.
 
 pub use crate::empty::empty_hash;
-pub use crate::hash::{branch_hash, hash_calls, leaf_hash, sha256};
+pub use crate::hash::{
+    BranchInput, SumSchedule, branch_hash, branch_hashes, has_kernel, hash_calls, leaf_hash,
+    scheduled_hashes, sha256,
+};
 pub use crate::key::MAX_LEVEL;
 pub use crate::strata::Row;
 pub use crate::tree::handle::EXCLUSIVE_AFTER;

@@ -58,7 +58,7 @@ pub fn hash_calls() -> u64 {
 }
 
 /// Adds `n` evaluations made on another thread for this one (a split
-/// descent's second half).
+/// descent's second half), or made at once by the lanes.
 pub(crate) fn add_hash_calls(n: u64) {
     HASH_CALLS.with(|c| c.set(c.get().wrapping_add(n)));
 }
@@ -76,6 +76,12 @@ const SHA256_IV: [u32; 8] = [
 #[inline]
 pub fn branch_hash(left: &Hash, right: &Hash, sum: u64) -> Hash {
     count_call();
+    branch_digest(left, right, sum)
+}
+
+/// [`branch_hash`] without counting: the lanes' fallback counts for itself.
+#[inline]
+pub(crate) fn branch_digest(left: &Hash, right: &Hash, sum: u64) -> Hash {
     let mut first = [0u8; 64];
     first[..32].copy_from_slice(&left.0);
     first[32..].copy_from_slice(&right.0);

@@ -1,0 +1,181 @@
+//! Several independent branch hashes at once: the SHA-NI kernel where the
+//! CPU has it, one `sha2` compression pair after another everywhere else.
+//!
+//! Callers group independent work (the climbs of different compacted
+//! leaves above all) into [`branch_hashes`] calls of the width
+//! [`hash_lanes`] names. Every hash counts as one call, as
+//! [`branch_hash`](super::branch_hash) does.
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::digest::{Hash, add_hash_calls, branch_digest};
+use super::schedule::SumSchedule;
+
+/// The inputs of one branch hash: left child, right child, sum.
+pub type BranchInput = (Hash, Hash, u64);
+
+#[cfg(target_arch = "x86_64")]
+static KERNEL: LazyLock<Option<super::shani::ShaNi>> = LazyLock::new(super::shani::ShaNi::detect);
+
+/// Lanes asked for with [`set_hash_lanes`]; 0 = the default.
+static LANES: AtomicUsize = AtomicUsize::new(0);
+
+/// The lane count used where none was set. Two branch hashes in flight
+/// measured fastest on SHA-NI: four need more than the 16 vector registers
+/// and spill (BENCHMARKS.md, "Lanes").
+pub const DEFAULT_HASH_LANES: usize = 2;
+
+/// Sets how many branch hashes the descent keeps in flight on one core,
+/// for the whole process: 1, 2 or 4 (other values round down to one of
+/// them; 0 restores the default, [`DEFAULT_HASH_LANES`]). Without SHA-NI
+/// the lanes run one after another, so the setting changes nothing there.
+/// Roots, proofs and hash counts are the same at every setting.
+pub fn set_hash_lanes(lanes: usize) {
+    LANES.store(lanes, Ordering::Relaxed);
+}
+
+/// The lane count in effect: 1 without SHA-NI, else the one set (rounded
+/// down to 1, 2 or 4) or [`DEFAULT_HASH_LANES`].
+pub fn hash_lanes() -> usize {
+    if !has_kernel() {
+        return 1;
+    }
+    match LANES.load(Ordering::Relaxed) {
+        0 => DEFAULT_HASH_LANES,
+        1 => 1,
+        2 | 3 => 2,
+        _ => 4,
+    }
+}
+
+/// True when this CPU runs the interleaved SHA-NI kernel.
+pub fn has_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        KERNEL.is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `N` branch hashes `H(left || right || be64(sum))` at once, counted as
+/// `N` calls. Equal to `N` calls of [`branch_hash`](super::branch_hash).
+#[inline]
+pub fn branch_hashes<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
+    add_hash_calls(N as u64);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kernel) = *KERNEL {
+        return kernel.branch_hashes(inputs);
+    }
+    fallback(inputs)
+}
+
+/// `N` branch hashes `H(left || right || be64(sum))` whose sums come with
+/// their second block already scheduled ([`SumSchedule`]): the lifts' form,
+/// where one sum is hashed at every level. Counted as `N` calls.
+#[inline]
+pub fn scheduled_hashes<const N: usize>(
+    pairs: &[(Hash, Hash); N],
+    schedules: &[&SumSchedule; N],
+) -> [Hash; N] {
+    add_hash_calls(N as u64);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kernel) = *KERNEL {
+        return kernel.scheduled_hashes(pairs, schedules);
+    }
+    std::array::from_fn(|i| branch_digest(&pairs[i].0, &pairs[i].1, schedules[i].sum()))
+}
+
+/// The portable path: one `sha2` compression pair per input.
+#[inline]
+pub(crate) fn fallback<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
+    std::array::from_fn(|i| {
+        let (left, right, sum) = &inputs[i];
+        branch_digest(left, right, *sum)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::{branch_hash, hash_calls, sha256};
+    use proptest::prelude::*;
+
+    /// The branch preimage hashed the slow, obvious way.
+    fn reference(input: &BranchInput) -> Hash {
+        let mut pre = Vec::with_capacity(72);
+        pre.extend_from_slice(&input.0.0);
+        pre.extend_from_slice(&input.1.0);
+        pre.extend_from_slice(&input.2.to_be_bytes());
+        sha256(&pre)
+    }
+
+    fn input() -> impl Strategy<Value = BranchInput> {
+        (any::<[u8; 32]>(), any::<[u8; 32]>(), any::<u64>())
+            .prop_map(|(l, r, s)| (Hash(l), Hash(r), s))
+    }
+
+    fn check<const N: usize>(inputs: &[BranchInput]) {
+        let inputs: [BranchInput; N] = std::array::from_fn(|i| inputs[i]);
+        let want: Vec<Hash> = inputs.iter().map(reference).collect();
+        assert_eq!(branch_hashes(&inputs).to_vec(), want, "lanes = {N}");
+        assert_eq!(fallback(&inputs).to_vec(), want, "fallback, {N}");
+        let pairs: [(Hash, Hash); N] = std::array::from_fn(|i| (inputs[i].0, inputs[i].1));
+        let schedules: [SumSchedule; N] = std::array::from_fn(|i| SumSchedule::new(inputs[i].2));
+        let refs: [&SumSchedule; N] = std::array::from_fn(|i| &schedules[i]);
+        assert_eq!(
+            scheduled_hashes(&pairs, &refs).to_vec(),
+            want,
+            "scheduled, {N}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn every_lane_count_matches_sha2(inputs in proptest::collection::vec(input(), 4)) {
+            check::<1>(&inputs);
+            check::<2>(&inputs);
+            check::<3>(&inputs);
+            check::<4>(&inputs);
+            check::<8>(&[inputs.clone(), inputs.clone()].concat());
+        }
+    }
+
+    #[test]
+    fn edge_inputs_match_sha2() {
+        let ones = Hash([0xff; 32]);
+        let zero = Hash::default();
+        let cases = [
+            (zero, zero, 0),
+            (ones, ones, u64::MAX),
+            (zero, ones, 1 << 63),
+            (ones, zero, 0x8000_0000),
+        ];
+        check::<4>(&cases);
+        for c in &cases {
+            assert_eq!(branch_hash(&c.0, &c.1, c.2), reference(c));
+        }
+    }
+
+    #[test]
+    fn lanes_count_one_call_per_hash() {
+        let before = hash_calls();
+        let _ = branch_hashes(&[(Hash::default(), Hash::default(), 0); 4]);
+        assert_eq!(hash_calls() - before, 4);
+    }
+
+    #[test]
+    fn the_kernel_runs_where_the_cpu_has_sha_ni() {
+        // On x86-64 with SHA-NI the lanes must not silently fall back.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            has_kernel(),
+            std::arch::is_x86_feature_detected!("sha")
+                && std::arch::is_x86_feature_detected!("sse4.1")
+        );
+    }
+}
