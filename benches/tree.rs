@@ -10,10 +10,15 @@
 //!   routine so that dropping it is not timed either.
 //! * `read`: get / merkle_proof / verify on a 10,000-leaf tree, per operation,
 //!   and the batched `merkle_proofs` / `get_many` of 1,000 keys.
+//! * `lanes`: branch hashes per second with 1, 2 and 4 in flight on one
+//!   core (`branch_hashes`; SHA-NI where the CPU has it).
 //! * `threads`: compacted 10,000 → empty and 1,000 → 10,000, full 10,000 →
-//!   empty, with the descent on one thread and split across two
-//!   (`set_descent_threads`). The other groups use the default (two threads
-//!   on this machine).
+//!   empty, with the descent on one thread or two (`set_descent_threads`)
+//!   and on one lane or the default two (`set_hash_lanes`). The other
+//!   groups use the defaults (two threads on this machine, two lanes).
+//! * `million` (only with `MS_SMT_BENCH_MILLION=1`, about 5 minutes):
+//!   building a 10^6-leaf compacted tree in batches of 100,000, and 1,000
+//!   fresh keys into it, for each thread × lane setting.
 //!
 //! Before the groups run, hash counts and store round trips are printed once
 //! (stderr), measured on this thread with `hash_calls()` and `stats()`.
@@ -27,12 +32,17 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use common::Batch;
-use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{
+    BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
 use ms_smt::Hash;
 use ms_smt::store::{MemoryStore, TreeStore};
-use ms_smt::test_utils::{branch_hash, hash_calls, sha256};
+use ms_smt::test_utils::{
+    BranchInput, SumSchedule, branch_hash, branch_hashes, hash_calls, scheduled_hashes, sha256,
+};
 use ms_smt::{
     CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree, set_descent_threads,
+    set_hash_lanes,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -245,7 +255,66 @@ fn bench_inserts<L: Layout>(c: &mut Criterion, rt: &Runtime, d: &Data, layout: &
     }
 }
 
-/// The same inserts on one thread and on two (`set_descent_threads`).
+/// Branch hashes with `N` in flight: criterion reports hashes per second.
+fn lanes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("lanes");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    fn inputs<const N: usize>() -> [BranchInput; N] {
+        std::array::from_fn(|i| (Hash([i as u8; 32]), Hash([!(i as u8); 32]), i as u64))
+    }
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("branch_hash", |b| {
+        b.iter(|| branch_hash(black_box(&Hash([1; 32])), black_box(&Hash([2; 32])), 3))
+    });
+    let (one, two, four) = (inputs::<1>(), inputs::<2>(), inputs::<4>());
+    g.bench_function(BenchmarkId::new("branch_hashes", 1), |b| {
+        b.iter(|| branch_hashes(black_box(&one)))
+    });
+    g.throughput(Throughput::Elements(2));
+    g.bench_function(BenchmarkId::new("branch_hashes", 2), |b| {
+        b.iter(|| branch_hashes(black_box(&two)))
+    });
+    g.throughput(Throughput::Elements(4));
+    g.bench_function(BenchmarkId::new("branch_hashes", 4), |b| {
+        b.iter(|| branch_hashes(black_box(&four)))
+    });
+    // The lifts' form: the second block scheduled once per sum.
+    let schedule = SumSchedule::new(3);
+    fn scheduled<const N: usize>(b: &mut criterion::Bencher, s: &SumSchedule) {
+        let pairs: [(Hash, Hash); N] =
+            std::array::from_fn(|i| (Hash([i as u8; 32]), Hash([2; 32])));
+        let schedules = [s; N];
+        b.iter(|| scheduled_hashes(black_box(&pairs), black_box(&schedules)))
+    }
+    for n in [1u64, 2, 3, 4] {
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(BenchmarkId::new("scheduled_hashes", n), |b| match n {
+            1 => scheduled::<1>(b, &schedule),
+            2 => scheduled::<2>(b, &schedule),
+            3 => scheduled::<3>(b, &schedule),
+            _ => scheduled::<4>(b, &schedule),
+        });
+    }
+    g.finish();
+}
+
+/// Thread × lane settings the `threads` and `million` groups compare.
+const SETTINGS: [(usize, usize); 4] = [(1, 1), (1, 2), (2, 1), (2, 2)];
+
+/// Applies one setting; the id names it ("1t2l": one thread, two lanes).
+fn setting((threads, lanes): (usize, usize)) -> String {
+    set_descent_threads(threads);
+    set_hash_lanes(lanes);
+    format!("{threads}t{lanes}l")
+}
+
+fn default_setting() {
+    set_descent_threads(0);
+    set_hash_lanes(0);
+}
+
+/// The same inserts on one thread or two, one lane or two.
 fn threads(c: &mut Criterion) {
     let rt = runtime();
     let d = data();
@@ -254,16 +323,16 @@ fn threads(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(10);
-    for threads in [1usize, 2] {
-        set_descent_threads(threads);
-        g.bench_function(BenchmarkId::new("compacted/empty/10000", threads), |b| {
+    for s in SETTINGS {
+        let id = setting(s);
+        g.bench_function(BenchmarkId::new("compacted/empty/10000", &id), |b| {
             b.iter_batched(
                 || (CompactedTree::new(MemoryStore::new()), d.seed.clone()),
                 |(tree, batch)| insert(&rt, "insert_many", tree, batch),
                 BatchSize::PerIteration,
             )
         });
-        g.bench_function(BenchmarkId::new("compacted/into10k/1000", threads), |b| {
+        g.bench_function(BenchmarkId::new("compacted/into10k/1000", &id), |b| {
             b.iter_batched(
                 || {
                     (
@@ -275,7 +344,7 @@ fn threads(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
-        g.bench_function(BenchmarkId::new("full/empty/10000", threads), |b| {
+        g.bench_function(BenchmarkId::new("full/empty/10000", &id), |b| {
             b.iter_batched(
                 || (FullTree::new(MemoryStore::new()), d.seed.clone()),
                 |(tree, batch)| insert(&rt, "insert_many", tree, batch),
@@ -283,7 +352,54 @@ fn threads(c: &mut Criterion) {
             )
         });
     }
-    set_descent_threads(0);
+    default_setting();
+    g.finish();
+}
+
+/// Leaves of the `million` group's tree, and its build batches.
+const MILLION: usize = 1_000_000;
+const MILLION_BATCH: usize = 100_000;
+
+/// A 10^6-leaf compacted tree in memory: its build, and 1,000 fresh keys
+/// into it (the tree grows by 1,000 per iteration, which changes nothing
+/// measurable at this size). Opt-in: `MS_SMT_BENCH_MILLION=1`.
+fn million(c: &mut Criterion) {
+    if std::env::var_os("MS_SMT_BENCH_MILLION").is_none() {
+        return;
+    }
+    let rt = runtime();
+    let mut rng = StdRng::seed_from_u64(0x6d73_736d_7400_0002);
+    let batches: Vec<Batch> = (0..MILLION / MILLION_BATCH)
+        .map(|_| random_batch(&mut rng, MILLION_BATCH))
+        .collect();
+    let build = |batches: &[Batch]| {
+        let tree = CompactedTree::new(MemoryStore::new());
+        for batch in batches {
+            rt.block_on(tree.insert_many(batch.clone())).expect("build");
+        }
+        tree
+    };
+    let mut g = c.benchmark_group("million");
+    g.sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(10);
+    for s in SETTINGS {
+        let id = setting(s);
+        let tree = build(&batches);
+        g.bench_function(BenchmarkId::new("into1m/1000", &id), |b| {
+            b.iter_batched(
+                || random_batch(&mut rng, FRESH),
+                |batch| rt.block_on(tree.insert_many(batch)).expect("insert"),
+                BatchSize::PerIteration,
+            )
+        });
+        drop(tree);
+        g.bench_function(BenchmarkId::new("build/1000000", &id), |b| {
+            b.iter_batched(|| (), |()| build(&batches), BatchSize::PerIteration)
+        });
+    }
+    default_setting();
     g.finish();
 }
 
@@ -383,5 +499,7 @@ fn reads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, counts, floor, inserts, reads, threads);
+criterion_group!(
+    benches, counts, floor, lanes, inserts, reads, threads, million
+);
 criterion_main!(benches);

@@ -13,8 +13,9 @@ use crate::descent::plan::{Planner, Sub, fork_here};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
-use crate::key::Key;
-use crate::node::{Node, compacted_hash};
+use crate::key::{Key, MAX_LEVEL};
+use crate::lift::{Lift, lift_all};
+use crate::node::Node;
 use crate::sum;
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it
@@ -184,7 +185,10 @@ fn queue_joined<R: NodeSource>(
 }
 
 /// Builds the subtree at `level` holding the non-empty `items` from nothing:
-/// reads nothing, queues every new row, hashes every new node once.
+/// reads nothing, queues every new row, hashes every new node once. A batch
+/// large enough is split across two threads at its first branch; each part
+/// lifts its compacted leaves in lockstep ([`lift_all`]) before it joins
+/// them.
 pub(crate) fn build<'a, R: NodeSource>(
     p: &mut Planner<'a, R>,
     level: usize,
@@ -194,8 +198,71 @@ pub(crate) fn build<'a, R: NodeSource>(
         return Ok(Sub::Empty);
     };
     let head = items[0];
-    let Some(split_level) = head.key.first_difference(&items[items.len() - 1].key) else {
-        let hash = compacted_hash(level, &head.key, head.leaf);
+    if let Some(split_level) = head.key.first_difference(&items[items.len() - 1].key)
+        && fork_here(items.len(), p.forked)
+    {
+        let split = items.partition_point(|it| !it.key.bit(split_level));
+        let (l, r) = p.fork(
+            |lp| build(lp, split_level + 1, &items[..split]),
+            |rp| build(rp, split_level + 1, &items[split..]),
+        );
+        return branch_up(p, level, split_level, &head.key, l?, r?);
+    }
+    let lifted = lift_leaves(level, items);
+    build_lifted(p, level, items, &lifted)
+}
+
+/// The stored hash of every non-empty item's compacted leaf in the subtree
+/// at `level` that `items` build (their levels follow from their nearest
+/// non-empty neighbours), aligned with `items`; empty items get the
+/// default hash, which nothing reads.
+fn lift_leaves(level: usize, items: &[Item<'_>]) -> Vec<Hash> {
+    let present: Vec<usize> = (0..items.len())
+        .filter(|&i| !items[i].leaf.is_empty())
+        .collect();
+    let depth = |a: usize, b: usize| {
+        items[a]
+            .key
+            .first_difference(&items[b].key)
+            .map_or(level, |split| split + 1)
+    };
+    let mut lifts: Vec<Lift> = present
+        .iter()
+        .enumerate()
+        .map(|(n, &i)| {
+            let above = n.checked_sub(1).map_or(level, |m| depth(present[m], i));
+            let below = present.get(n + 1).map_or(level, |&j| depth(i, j));
+            let leaf = items[i].leaf;
+            let to = above.max(below).max(level);
+            Lift::new(leaf.hash(), leaf.sum(), items[i].key, MAX_LEVEL, to)
+        })
+        .collect();
+    lift_all(&mut lifts);
+    let mut hashes = vec![Hash::default(); items.len()];
+    for (&i, lift) in present.iter().zip(&lifts) {
+        hashes[i] = lift.hash;
+    }
+    hashes
+}
+
+/// [`build`] on one thread with every compacted leaf's hash known
+/// (`lifted`, aligned with `items`).
+fn build_lifted<'a, R: NodeSource>(
+    p: &mut Planner<'a, R>,
+    level: usize,
+    items: &[Item<'a>],
+    lifted: &[Hash],
+) -> Result<Sub<'a>, PlanError> {
+    let Some(first) = items.iter().position(|it| !it.leaf.is_empty()) else {
+        return Ok(Sub::Empty);
+    };
+    let last = items
+        .iter()
+        .rposition(|it| !it.leaf.is_empty())
+        .unwrap_or(first);
+    let head = items[first];
+    let Some(split_level) = head.key.first_difference(&items[last].key) else {
+        let hash = lifted[first];
         p.insert(
             level,
             &head.key,
@@ -211,39 +278,38 @@ pub(crate) fn build<'a, R: NodeSource>(
             leaf: head.leaf,
         });
     };
+    let (items, lifted) = (&items[first..=last], &lifted[first..=last]);
     let split = items.partition_point(|it| !it.key.bit(split_level));
-    let (l, r) = if fork_here(items.len(), p.forked) {
-        let (l, r) = p.fork(
-            |lp| build(lp, split_level + 1, &items[..split]),
-            |rp| build(rp, split_level + 1, &items[split..]),
-        );
-        (l?, r?)
-    } else {
-        (
-            build(p, split_level + 1, &items[..split])?,
-            build(p, split_level + 1, &items[split..])?,
-        )
-    };
+    let l = build_lifted(p, split_level + 1, &items[..split], &lifted[..split])?;
+    let r = build_lifted(p, split_level + 1, &items[split..], &lifted[split..])?;
+    branch_up(p, level, split_level, &head.key, l, r)
+}
+
+/// Joins `l` and `r` into a branch at `split_level` and carries it up to
+/// `level` through one-child branches, queuing every row: the subtree still
+/// holds two or more leaves, so it stays a branch at every level (the shape
+/// Go's merge makes).
+fn branch_up<'a, R: NodeSource>(
+    p: &mut Planner<'a, R>,
+    level: usize,
+    split_level: usize,
+    path: &Key,
+    l: Sub<'a>,
+    r: Sub<'a>,
+) -> Result<Sub<'a>, PlanError> {
     let sum = sum::add(l.sum(), r.sum(), split_level)?;
     let (mut left, mut right) = (l.hash(split_level + 1), r.hash(split_level + 1));
     let mut hash = branch_hash(&left, &right, sum);
-    p.insert(
-        split_level,
-        &head.key,
-        hash,
-        Node::Branch { left, right, sum },
-    );
-    // One-child branches up to `level`: the subtree still holds two or more
-    // leaves, so it stays a branch at every level (the shape Go's merge makes).
+    p.insert(split_level, path, hash, Node::Branch { left, right, sum });
     for lvl in (level..split_level).rev() {
         let empty = empty_hash(lvl + 1);
-        (left, right) = if head.key.bit(lvl) {
+        (left, right) = if path.bit(lvl) {
             (empty, hash)
         } else {
             (hash, empty)
         };
         hash = branch_hash(&left, &right, sum);
-        p.insert(lvl, &head.key, hash, Node::Branch { left, right, sum });
+        p.insert(lvl, path, hash, Node::Branch { left, right, sum });
     }
     Ok(Sub::Branch(crate::node::ComputedNode::new(hash, sum)))
 }
