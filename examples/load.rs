@@ -24,6 +24,8 @@
 //! * `MSSMT_LOAD_PATHS`: `writer`, `direct` or both (default both).
 //! * `MSSMT_LOAD_DESCENT_THREADS`: threads per descent
 //!   (`ms_smt::set_descent_threads`; default 0: two on this machine).
+//! * `MSSMT_LOAD_HASH_LANES`: branch hashes in flight per core
+//!   (`ms_smt::set_hash_lanes`; default 0: two where SHA-NI is present).
 //! * `MSSMT_LOAD_STORES`: any of `memory,sqlite,postgres` (default all;
 //!   Postgres only with `MSSMT_BENCH_PG_URL`, which must run with
 //!   `fsync = on`: `scripts/pg-cluster.sh init` and `start` give one).
@@ -322,11 +324,14 @@ fn main() -> Res<()> {
     let cfg = config()?;
     let threads: usize = list("MSSMT_LOAD_DESCENT_THREADS", "0")?[0];
     ms_smt::set_descent_threads(threads);
+    let lanes: usize = list("MSSMT_LOAD_HASH_LANES", "0")?[0];
+    ms_smt::set_hash_lanes(lanes);
     let rt = common::runtime();
     rt.block_on(async {
         println!(
-            "load: {} s per cell, descent threads {threads} (0: default), machine: {} vCPUs",
+            "load: {} s per cell, descent threads {threads} (0: default), hash lanes {} ({lanes} set), machine: {} vCPUs",
             cfg.secs,
+            ms_smt::hash_lanes(),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
         let pg_url = durable::bench_pg_url();

@@ -10,10 +10,11 @@
 use crate::descent::NodeSource;
 use crate::descent::items::{Item, nonempty_span};
 use crate::descent::plan::{Planner, Sub, fork_here};
+use crate::descent::prelift::{leaf_lift, lift_targets};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
-use crate::key::{Key, MAX_LEVEL};
+use crate::key::Key;
 use crate::lift::{Lift, lift_all};
 use crate::node::Node;
 use crate::sum;
@@ -208,39 +209,27 @@ pub(crate) fn build<'a, R: NodeSource>(
         );
         return branch_up(p, level, split_level, &head.key, l?, r?);
     }
-    let lifted = lift_leaves(level, items);
+    let lifted = lift_leaves(p, level, items);
     build_lifted(p, level, items, &lifted)
 }
 
 /// The stored hash of every non-empty item's compacted leaf in the subtree
-/// at `level` that `items` build (their levels follow from their nearest
-/// non-empty neighbours), aligned with `items`; empty items get the
-/// default hash, which nothing reads.
-fn lift_leaves(level: usize, items: &[Item<'_>]) -> Vec<Hash> {
-    let present: Vec<usize> = (0..items.len())
-        .filter(|&i| !items[i].leaf.is_empty())
-        .collect();
-    let depth = |a: usize, b: usize| {
-        items[a]
-            .key
-            .first_difference(&items[b].key)
-            .map_or(level, |split| split + 1)
-    };
-    let mut lifts: Vec<Lift> = present
-        .iter()
-        .enumerate()
-        .map(|(n, &i)| {
-            let above = n.checked_sub(1).map_or(level, |m| depth(present[m], i));
-            let below = present.get(n + 1).map_or(level, |&j| depth(i, j));
-            let leaf = items[i].leaf;
-            let to = above.max(below).max(level);
-            Lift::new(leaf.hash(), leaf.sum(), items[i].key, MAX_LEVEL, to)
-        })
-        .collect();
-    lift_all(&mut lifts);
+/// at `level` that `items` build, aligned with `items` (empty items get the
+/// default hash, which nothing reads): from the planner's memo when the
+/// update lifted them beforehand, else lifted here in lockstep.
+fn lift_leaves<R: NodeSource>(p: &Planner<'_, R>, level: usize, items: &[Item<'_>]) -> Vec<Hash> {
     let mut hashes = vec![Hash::default(); items.len()];
-    for (&i, lift) in present.iter().zip(&lifts) {
-        hashes[i] = lift.hash;
+    let mut pending: Vec<(usize, Lift)> = Vec::new();
+    for (i, to) in lift_targets(level, items) {
+        match p.lifted.get(&(items[i].key, to)) {
+            Some(hash) => hashes[i] = *hash,
+            None => pending.push((i, leaf_lift(&items[i], to))),
+        }
+    }
+    let mut lifts: Vec<Lift> = pending.iter().map(|(_, lift)| *lift).collect();
+    lift_all(&mut lifts);
+    for ((i, _), lift) in pending.iter().zip(&lifts) {
+        hashes[*i] = lift.hash;
     }
     hashes
 }

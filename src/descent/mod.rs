@@ -7,6 +7,7 @@ mod compacted;
 mod full;
 mod items;
 mod plan;
+mod prelift;
 mod source;
 mod subtree;
 

@@ -3,10 +3,12 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::descent::items::{Item, batch_sum, prepare};
+use crate::descent::prelift::{LiftMemo, prelift};
 use crate::descent::{NodeSource, UpdateBatch};
 use crate::descent::{compacted, full};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::hash::{Hash, add_hash_calls, hash_calls};
@@ -68,6 +70,8 @@ pub(crate) struct Planner<'a, R: NodeSource> {
     pub replaced: u128,
     /// True inside a half of a split descent (it splits no further).
     pub forked: bool,
+    /// Compacted leaves lifted before the descent ([`prelift`]).
+    pub lifted: Arc<LiftMemo>,
 }
 
 impl<'a, R: NodeSource> Planner<'a, R> {
@@ -78,6 +82,7 @@ impl<'a, R: NodeSource> Planner<'a, R> {
             deletes: Vec::new(),
             replaced: 0,
             forked: false,
+            lifted: Arc::default(),
         }
     }
 
@@ -195,16 +200,19 @@ impl<'a, R: NodeSource + Sync> Planner<'a, R> {
         right: impl FnOnce(&mut Planner<'a, R>) -> B,
     ) -> (A, B) {
         let source = self.source;
+        let (left_lifted, right_lifted) = (self.lifted.clone(), self.lifted.clone());
         let (a, lp, calls, b, rp) = std::thread::scope(|scope| {
             let handle = scope.spawn(move || {
                 let before = hash_calls();
                 let mut lp = Planner::new(source);
                 lp.forked = true;
+                lp.lifted = left_lifted;
                 let a = left(&mut lp);
                 (a, lp, hash_calls().wrapping_sub(before))
             });
             let mut rp = Planner::new(source);
             rp.forked = true;
+            rp.lifted = right_lifted;
             let b = right(&mut rp);
             match handle.join() {
                 Ok((a, lp, calls)) => (a, lp, calls, b, rp),
@@ -255,7 +263,13 @@ pub(crate) fn plan_items<R: NodeSource>(
     } else {
         match layout {
             LayoutKind::Full => full::update(&mut planner, 0, root.hash, items)?,
-            LayoutKind::Compacted => compacted::update(&mut planner, 0, root.hash, items)?,
+            LayoutKind::Compacted => {
+                // One key makes at most two lifts, which its build pairs itself.
+                if items.len() > 1 {
+                    planner.lifted = Arc::new(prelift(source, root.hash, items));
+                }
+                compacted::update(&mut planner, 0, root.hash, items)?
+            }
         }
         .computed(0)
     };
@@ -357,6 +371,55 @@ mod tests {
                 assert_eq!(one.deletes, two.deletes);
                 assert_eq!(calls_one, calls_two);
             }
+        }
+        set_descent_threads(0);
+    }
+
+    /// Lifting every leaf of an update beforehand ([`prelift`], on the
+    /// lanes) plans exactly what lifting each build's leaves in place does:
+    /// the same root, rows in the same order, and the same hash count, for
+    /// builds from empty and for inserts, replacements and deletes into a
+    /// populated tree, batches of 2 to 2,000 keys.
+    #[test]
+    fn lifting_beforehand_plans_what_lifting_in_place_does() {
+        let mut rng = StdRng::seed_from_u64(0x6c69_6674);
+        let in_place = |source: &NodeCache, root: ComputedNode, batch: &[(Key, Leaf)]| {
+            let items = prepare(batch);
+            let mut planner = Planner::new(source);
+            planner.forked = true;
+            let before = hash_calls();
+            let new = compacted::update(&mut planner, 0, root.hash, &items).expect("plan");
+            let calls = hash_calls().wrapping_sub(before);
+            (new.computed(0), planner.inserts, planner.deletes, calls)
+        };
+        for size in [2, 9, 300, 2_000] {
+            let empty = NodeCache::new();
+            let seed = random_batch(&mut rng, size, &[]);
+            let (planned, calls) = plan_on(
+                1,
+                LayoutKind::Compacted,
+                &empty,
+                ComputedNode::empty_root(),
+                &seed,
+            );
+            let (root, inserts, deletes, calls_in_place) =
+                in_place(&empty, ComputedNode::empty_root(), &seed);
+            assert_eq!(
+                (planned.new_root, &planned.inserts, &planned.deletes),
+                (root, &inserts, &deletes)
+            );
+            assert_eq!(calls, calls_in_place, "build of {size}");
+
+            let mut tree = NodeCache::new();
+            tree.extend(inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+            let batch = random_batch(&mut rng, size, &seed);
+            let (planned, calls) = plan_on(1, LayoutKind::Compacted, &tree, root, &batch);
+            let (new_root, inserts, deletes, calls_in_place) = in_place(&tree, root, &batch);
+            assert_eq!(
+                (planned.new_root, &planned.inserts, &planned.deletes),
+                (new_root, &inserts, &deletes)
+            );
+            assert_eq!(calls, calls_in_place, "update with {size}");
         }
         set_descent_threads(0);
     }
