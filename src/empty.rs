@@ -23,6 +23,11 @@ pub fn empty_hash(level: usize) -> Hash {
     EMPTY[level]
 }
 
+/// The whole table, indexed by level.
+pub(crate) fn empty_table() -> &'static [Hash; MAX_LEVEL + 1] {
+    &EMPTY
+}
+
 /// True when `hash` is the empty subtree hash for `level`.
 #[inline]
 pub fn is_empty_hash(level: usize, hash: &Hash) -> bool {

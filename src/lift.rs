@@ -8,8 +8,8 @@
 //! per step through [`branch_hashes`]: the same hashes, in fewer
 //! nanoseconds, and the same count.
 
-use crate::empty::empty_hash;
-use crate::hash::{Hash, SumSchedule, branch_hash, hash_lanes, scheduled_hashes};
+use crate::empty::{empty_hash, empty_table};
+use crate::hash::{Hash, SumSchedule, branch_hash, climb, hash_lanes};
 use crate::key::Key;
 
 /// One node on its way up: `hash` sits at level `from` on `key`'s path
@@ -82,12 +82,14 @@ fn lift_on(lifts: &mut [Lift], lanes: usize) {
     }
 }
 
-/// Advances `N` pending lifts per step while `N` remain; leaves the last
+/// Advances `N` pending lifts together while `N` remain, as many levels
+/// at a time as the nearest to its end still needs; leaves the last
 /// fewer-than-`N` for a narrower pass.
 fn lockstep<const N: usize>(lifts: &mut [Lift]) {
     let mut lanes = [0usize; N];
     let mut busy = 0;
     let mut next = 0;
+    let empties = empty_table();
     loop {
         while busy < N && next < lifts.len() {
             if lifts[next].pending() {
@@ -99,11 +101,20 @@ fn lockstep<const N: usize>(lifts: &mut [Lift]) {
         if busy < N {
             return;
         }
-        let pairs: [(Hash, Hash); N] = std::array::from_fn(|i| lifts[lanes[i]].next_pair());
+        let steps = lanes
+            .iter()
+            .map(|&i| lifts[i].from - lifts[i].to)
+            .min()
+            .unwrap_or(0);
+        let mut nodes: [Hash; N] = std::array::from_fn(|i| lifts[lanes[i]].hash);
+        let keys: [&Key; N] = std::array::from_fn(|i| &lifts[lanes[i]].key);
+        let from: [usize; N] = std::array::from_fn(|i| lifts[lanes[i]].from);
         let schedules: [&SumSchedule; N] = std::array::from_fn(|i| &lifts[lanes[i]].schedule);
-        let out = scheduled_hashes(&pairs, &schedules);
-        for (&lane, hash) in lanes.iter().zip(out) {
-            lifts[lane].advance(hash);
+        climb(&mut nodes, &keys, &from, steps, &schedules, empties);
+        for (&lane, hash) in lanes.iter().zip(nodes) {
+            let lift = &mut lifts[lane];
+            lift.hash = hash;
+            lift.from -= steps;
         }
         let mut i = 0;
         while i < busy {

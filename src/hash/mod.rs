@@ -9,6 +9,7 @@ mod shani;
 
 pub(crate) use digest::add_hash_calls;
 pub use digest::{Hash, branch_hash, hash_calls, leaf_hash, sha256};
+pub(crate) use lanes::climb;
 pub use lanes::{
     BranchInput, DEFAULT_HASH_LANES, branch_hashes, has_kernel, hash_lanes, scheduled_hashes,
     set_hash_lanes,

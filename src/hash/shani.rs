@@ -10,13 +10,14 @@
 //! CPU was checked. [`super::lanes`] tests every lane count against `sha2`.
 
 use std::arch::x86_64::{
-    __m128i, _mm_add_epi32, _mm_alignr_epi8, _mm_blend_epi16, _mm_loadu_si128, _mm_set_epi32,
-    _mm_set_epi64x, _mm_sha256msg1_epu32, _mm_sha256msg2_epu32, _mm_sha256rnds2_epu32,
-    _mm_shuffle_epi8, _mm_shuffle_epi32, _mm_storeu_si128,
+    __m128i, _mm_add_epi32, _mm_alignr_epi8, _mm_blend_epi16, _mm_blendv_epi8, _mm_loadu_si128,
+    _mm_set_epi32, _mm_set_epi64x, _mm_set1_epi8, _mm_sha256msg1_epu32, _mm_sha256msg2_epu32,
+    _mm_sha256rnds2_epu32, _mm_shuffle_epi8, _mm_shuffle_epi32, _mm_storeu_si128,
 };
 
 use super::digest::Hash;
 use super::schedule::{K, SumSchedule};
+use crate::key::Key;
 
 /// Proof that this CPU runs the SHA-NI kernels: only [`ShaNi::detect`]
 /// makes one, after checking every instruction set they use.
@@ -38,6 +39,25 @@ impl ShaNi {
         // SAFETY: a `ShaNi` exists only when `detect` found every target
         // feature `branch_lanes` enables.
         unsafe { branch_lanes(inputs) }
+    }
+
+    /// Lifts `N` nodes `steps` levels each through one-child branches with
+    /// empty siblings: lane `l`'s node `nodes[l]` sits at level `from[l]`
+    /// on `keys[l]`'s path, `empties` is the empty-subtree table, and every
+    /// branch on the way has the sum `schedules[l]` was made for. The
+    /// state stays in registers from one level to the next.
+    #[inline]
+    pub fn climb<const N: usize>(
+        self,
+        nodes: &mut [Hash; N],
+        keys: &[&Key; N],
+        from: &[usize; N],
+        steps: usize,
+        schedules: &[&SumSchedule; N],
+        empties: &[Hash; 257],
+    ) {
+        // SAFETY: as in `branch_hashes`.
+        unsafe { climb_lanes(nodes, keys, from, steps, schedules, empties) }
     }
 
     /// The same with each input's second block scheduled beforehand.
@@ -244,7 +264,19 @@ fn scheduled_lanes<const N: usize>(
     schedules: &[&SumSchedule; N],
 ) -> [Hash; N] {
     let (mut abef, mut cdgh) = first_block(std::array::from_fn(|l| (&pairs[l].0, &pairs[l].1)));
-    let (abef0, cdgh0) = (abef, cdgh);
+    scheduled_block(&mut abef, &mut cdgh, schedules);
+    digests(&abef, &cdgh)
+}
+
+/// Every lane's second block from its precomputed schedule: rounds only.
+#[inline]
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+fn scheduled_block<const N: usize>(
+    abef: &mut [__m128i; N],
+    cdgh: &mut [__m128i; N],
+    schedules: &[&SumSchedule; N],
+) {
+    let (abef0, cdgh0) = (*abef, *cdgh);
     for g in 0..16 {
         let t: [__m128i; N] = std::array::from_fn(|l| {
             let words = &schedules[l].added()[g];
@@ -252,11 +284,73 @@ fn scheduled_lanes<const N: usize>(
             // `_mm_loadu_si128` has no alignment requirement.
             unsafe { _mm_loadu_si128(words.as_ptr().cast()) }
         });
-        rounds4_added(&mut abef, &mut cdgh, &t);
+        rounds4_added(abef, cdgh, &t);
     }
     for l in 0..N {
         abef[l] = _mm_add_epi32(abef[l], abef0[l]);
         cdgh[l] = _mm_add_epi32(cdgh[l], cdgh0[l]);
     }
-    digests(&abef, &cdgh)
+}
+
+/// The state words a..d and e..h of every lane, in message order: a
+/// digest read big-endian, without going through bytes.
+#[inline]
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+fn state_words<const N: usize>(abef: &[__m128i; N], cdgh: &[__m128i; N]) -> [[__m128i; 2]; N] {
+    std::array::from_fn(|l| {
+        let feba = _mm_shuffle_epi32(abef[l], 0x1b);
+        let dchg = _mm_shuffle_epi32(cdgh[l], 0xb1);
+        [
+            _mm_blend_epi16(feba, dchg, 0xf0),
+            _mm_alignr_epi8(dchg, feba, 8),
+        ]
+    })
+}
+
+/// See [`ShaNi::climb`].
+#[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+fn climb_lanes<const N: usize>(
+    nodes: &mut [Hash; N],
+    keys: &[&Key; N],
+    from: &[usize; N],
+    steps: usize,
+    schedules: &[&SumSchedule; N],
+    empties: &[Hash; 257],
+) {
+    let mask = byte_swap_mask();
+    let (abef_iv, cdgh_iv) = iv();
+    let mut node: [[__m128i; 2]; N] = std::array::from_fn(|l| {
+        [
+            load_words::<0>(&nodes[l].0, mask),
+            load_words::<16>(&nodes[l].0, mask),
+        ]
+    });
+    let (mut abef, mut cdgh) = ([abef_iv; N], [cdgh_iv; N]);
+    for step in 0..steps {
+        let mut w: [[__m128i; 4]; N] = std::array::from_fn(|l| {
+            // The node sits at `at`; its parent's branch is at `at - 1`.
+            let at = from[l] - step;
+            let empty = &empties[at];
+            let sibling = [
+                load_words::<0>(&empty.0, mask),
+                load_words::<16>(&empty.0, mask),
+            ];
+            // All ones when the node is the right child.
+            let right = _mm_set1_epi8(-i8::from(keys[l].bit(at - 1)));
+            [
+                _mm_blendv_epi8(node[l][0], sibling[0], right),
+                _mm_blendv_epi8(node[l][1], sibling[1], right),
+                _mm_blendv_epi8(sibling[0], node[l][0], right),
+                _mm_blendv_epi8(sibling[1], node[l][1], right),
+            ]
+        });
+        abef = [abef_iv; N];
+        cdgh = [cdgh_iv; N];
+        compress_lanes(&mut abef, &mut cdgh, &mut w);
+        scheduled_block(&mut abef, &mut cdgh, schedules);
+        node = state_words(&abef, &cdgh);
+    }
+    if steps > 0 {
+        *nodes = digests(&abef, &cdgh);
+    }
 }
