@@ -2,12 +2,18 @@
 //! interleaved on one core.
 //!
 //! `sha256rnds2` is latency-bound in one stream (about 1.1 ns per
-//! instruction here, two per four rounds); independent messages fill its
-//! pipeline (`../shared/design/hashing.md`: 2 chains run 2.0×, 4 run 3.5×
-//! as many instructions per ns). Bitcoin Core's `TransformD64_2way` does the
-//! same for its merkle trees. This module holds all of the crate's `unsafe`:
-//! the loads and stores of 16 bytes and the call into the kernel after the
-//! CPU was checked. [`super::lanes`] tests every lane count against `sha2`.
+//! instruction here); independent messages fill its pipeline. Bitcoin
+//! Core's `TransformD64_2way` does the same for its merkle trees. The
+//! message schedule (`sha256msg1/2`) runs on the same unit, so two lanes
+//! already reach its limit on this machine and four only spill the 16
+//! vector registers (BENCHMARKS.md, "Lanes"); a lift's second blocks skip
+//! the schedule altogether ([`SumSchedule`]), and [`ShaNi::climb`] keeps a
+//! lift's state in registers from level to level.
+//!
+//! This module holds all of the crate's `unsafe`: the loads and stores of
+//! 16 bytes and the calls into the kernels after the CPU was checked.
+//! [`super::lanes`] tests every kernel and lane count against `sha2` and
+//! against the portable path.
 
 use std::arch::x86_64::{
     __m128i, _mm_add_epi32, _mm_alignr_epi8, _mm_blend_epi16, _mm_blendv_epi8, _mm_loadu_si128,
@@ -43,9 +49,10 @@ impl ShaNi {
 
     /// Lifts `N` nodes `steps` levels each through one-child branches with
     /// empty siblings: lane `l`'s node `nodes[l]` sits at level `from[l]`
-    /// on `keys[l]`'s path, `empties` is the empty-subtree table, and every
-    /// branch on the way has the sum `schedules[l]` was made for. The
-    /// state stays in registers from one level to the next.
+    /// on `keys[l]`'s path (`from[l] >= steps`), `empties` is the
+    /// empty-subtree table, and every branch on the way has the sum
+    /// `schedules[l]` was made for. The state stays in registers from one
+    /// level to the next.
     #[inline]
     pub fn climb<const N: usize>(
         self,
