@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use crate::audit::report::{AuditReport, Location, Problem};
 use crate::empty::empty_hash;
 use crate::hash::{Hash, branch_hash};
-use crate::key::MAX_LEVEL;
+use crate::key::{Key, MAX_LEVEL};
 use crate::layout::LayoutKind;
-use crate::node::{ComputedNode, Node, compacted_hash};
+use crate::leaf::Leaf;
+use crate::lift::{Lift, lift_all};
+use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 
 /// What a hash-keyed store holds for one namespace: its root record and
@@ -43,6 +45,7 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
         .filter(|root| *root != ComputedNode::empty_root())
         .map(|root| (Position::ROOT, root, false))
         .collect();
+    let mut pending = Vec::new();
     while let Some((pos, expected, lone)) = stack.pop() {
         let at = Location::Position(pos);
         let Some(&(node, _)) = nodes.get(&expected.hash) else {
@@ -55,11 +58,16 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
         if !matches!(node, Node::Branch { .. }) {
             report.leaves = report.leaves.saturating_add(1);
         }
-        let computed = check_node(layout, pos, node, lone, &mut report);
-        if let Some(c) = computed
-            && c != expected
-        {
-            report.found(mismatch(pos, expected, c));
+        match check_node(layout, pos, node, lone, &mut report) {
+            Some(Computed::Now(c)) if c != expected => report.found(mismatch(pos, expected, c)),
+            Some(Computed::Lifted(key, leaf)) => {
+                let lift = Lift::new(leaf.hash(), leaf.sum(), key, MAX_LEVEL, pos.level());
+                pending.push((pos, expected, lift, leaf.sum()));
+                if pending.len() >= LIFT_BATCH {
+                    check_lifted(&mut pending, &mut report);
+                }
+            }
+            _ => {}
         }
         if let Node::Branch { left, right, .. } = node
             && pos.level() < MAX_LEVEL
@@ -87,6 +95,7 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
             }
         }
     }
+    check_lifted(&mut pending, &mut report);
     for (hash, _, refs) in &scan.nodes {
         match uses.get(hash) {
             None => report.found(Problem::Unreachable {
@@ -101,6 +110,30 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
         }
     }
     report
+}
+
+/// Compacted leaves checked per batch of lifts (bounded memory, full lanes).
+const LIFT_BATCH: usize = 4096;
+
+/// What one node computes to: at once, or (a compacted leaf) after its
+/// lift, which runs with others on the lanes.
+enum Computed<'n> {
+    Now(ComputedNode),
+    /// The leaf and its key below the position.
+    Lifted(Key, &'n Leaf),
+}
+
+/// Lifts the pending compacted leaves together and reports each that does
+/// not compute to what its parent recorded.
+fn check_lifted(pending: &mut Vec<(Position, ComputedNode, Lift, u64)>, report: &mut AuditReport) {
+    let mut lifts: Vec<Lift> = pending.iter().map(|p| p.2).collect();
+    lift_all(&mut lifts);
+    for ((pos, expected, _, sum), lift) in pending.drain(..).zip(lifts) {
+        let computed = ComputedNode::new(lift.hash, sum);
+        if computed != expected {
+            report.found(mismatch(pos, expected, computed));
+        }
+    }
 }
 
 /// A walk found `computed` where its parent recorded `expected`: at the
@@ -121,19 +154,20 @@ fn mismatch(pos: Position, expected: ComputedNode, computed: ComputedNode) -> Pr
 }
 
 /// Checks one node at `pos` on its own (its hash from its contents, its
-/// kind against the layout) and returns what it computes to, or `None`
-/// when that cannot be computed. `lone` says its sibling is empty.
+/// kind against the layout) and returns what it computes to (a compacted
+/// leaf: its lift), or `None` when that cannot be computed. `lone` says its
+/// sibling is empty.
 ///
 /// A branch's children are referenced by hash only, so their sums come
 /// from the nodes the references name (a missing child is reported when
 /// the walk reaches it).
-fn check_node(
+fn check_node<'n>(
     layout: LayoutKind,
     pos: Position,
-    node: &Node,
+    node: &'n Node,
     lone: bool,
     report: &mut AuditReport,
-) -> Option<ComputedNode> {
+) -> Option<Computed<'n>> {
     let at = Location::Position(pos);
     let level = pos.level();
     match node {
@@ -152,7 +186,10 @@ fn check_node(
                     what: "a branch with two empty children",
                 });
             }
-            Some(ComputedNode::new(branch_hash(left, right, *sum), *sum))
+            Some(Computed::Now(ComputedNode::new(
+                branch_hash(left, right, *sum),
+                *sum,
+            )))
         }
         Node::Leaf(leaf) => {
             if layout == LayoutKind::Compacted || level != MAX_LEVEL {
@@ -161,7 +198,7 @@ fn check_node(
                     what: "a plain leaf where the layout keeps none",
                 });
             }
-            Some(ComputedNode::new(leaf.hash(), leaf.sum()))
+            Some(Computed::Now(ComputedNode::new(leaf.hash(), leaf.sum())))
         }
         Node::Compacted { key, leaf } => {
             if layout == LayoutKind::Full {
@@ -183,11 +220,7 @@ fn check_node(
             }
             // Memory rows may carry another position's high key bits
             // (`Node::Compacted`): the hash covers the bits below only.
-            let key = key.under_path(pos.path(), level);
-            Some(ComputedNode::new(
-                compacted_hash(level, &key, leaf),
-                leaf.sum(),
-            ))
+            Some(Computed::Lifted(key.under_path(pos.path(), level), leaf))
         }
     }
 }

@@ -9,9 +9,11 @@
 //! the tree's size.
 
 use crate::audit::report::{AuditReport, Location, PinAudit, Problem};
+use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::layout::LayoutKind;
-use crate::node::{ComputedNode, compacted_hash};
+use crate::lift::{Lift, lift_all};
+use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
 use crate::strata::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
@@ -74,7 +76,13 @@ pub struct RowAudit {
     current: Option<AuditReport>,
     /// The pinned trees' reports, as their walks end.
     pins: Vec<PinAudit>,
+    /// Compacted leaves whose stored hash is still to be checked: they
+    /// are lifted in batches, on the lanes.
+    pending: Vec<(Location, Hash, Lift)>,
 }
+
+/// Compacted leaves checked per batch of lifts (bounded memory, full lanes).
+const LIFT_BATCH: usize = 4096;
 
 impl RowAudit {
     /// An audit of a tree written with `layout`.
@@ -88,6 +96,23 @@ impl RowAudit {
             pin: None,
             current: None,
             pins: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Lifts the pending compacted leaves together and reports each whose
+    /// stored hash differs.
+    fn check_lifted(&mut self) {
+        let mut lifts: Vec<Lift> = self.pending.iter().map(|p| p.2).collect();
+        lift_all(&mut lifts);
+        for ((at, stored, _), lift) in self.pending.drain(..).zip(lifts) {
+            if lift.hash != stored {
+                self.report.found(Problem::LeafHash {
+                    at,
+                    stored,
+                    computed: lift.hash,
+                });
+            }
         }
     }
 
@@ -107,6 +132,7 @@ impl RowAudit {
         while let Some(frame) = self.stack.pop() {
             self.close(frame);
         }
+        self.check_lifted();
         let root = self.report.stored_root;
         if !self.root_seen && root != ComputedNode::empty_root() {
             self.report.found(Problem::Missing {
@@ -213,6 +239,7 @@ impl RowSink for RowAudit {
                     layout: self.layout,
                     report: &mut self.report,
                     children: &mut frame.children,
+                    pending: &mut self.pending,
                 };
                 let computed = check.slot(1, Position::new(key.depth, &row_path_key(&key)));
                 if let (Some(c), Ok(Some((recorded, lone)))) = (computed, &placed) {
@@ -243,6 +270,9 @@ impl RowSink for RowAudit {
             }
         }
         self.stack.push(frame);
+        if self.pending.len() >= LIFT_BATCH {
+            self.check_lifted();
+        }
     }
 }
 
@@ -284,6 +314,7 @@ struct RowCheck<'a> {
     layout: LayoutKind,
     report: &'a mut AuditReport,
     children: &'a mut Vec<Child>,
+    pending: &'a mut Vec<(Location, Hash, Lift)>,
 }
 
 impl RowCheck<'_> {
@@ -359,14 +390,8 @@ impl RowCheck<'_> {
                         key: *key,
                     });
                 }
-                let computed = compacted_hash(level, key, leaf);
-                if computed != *hash {
-                    self.report.found(Problem::LeafHash {
-                        at,
-                        stored: *hash,
-                        computed,
-                    });
-                }
+                let lift = Lift::new(leaf.hash(), leaf.sum(), *key, MAX_LEVEL, level);
+                self.pending.push((at, *hash, lift));
                 Some(ComputedNode::new(*hash, leaf.sum()))
             }
             Slot::Leaf { hash, leaf } => {
