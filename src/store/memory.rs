@@ -57,18 +57,190 @@ pub enum MemoryError {
     },
 }
 
-type NodeMap = HashMap<Hash, Entry, foldhash::fast::RandomState>;
-
+/// A stored node with its hash and reference count.
 #[derive(Debug, Clone)]
 struct Entry {
+    hash: Hash,
     node: Node,
     refs: u64,
+}
+
+/// What dropping one reference did (see [`Nodes::drop_ref`]).
+enum Dropped {
+    /// The store does not hold the node.
+    Missing,
+    /// Other references remain.
+    Kept,
+    /// That was the last one: the entry, now out of the store.
+    Removed(Entry),
+}
+
+/// The nodes of one namespace: a dense slab of entries, found through an
+/// index keyed by the first 8 bytes of each hash.
+///
+/// A full tree stores millions of nodes; a map of whole entries keyed by
+/// whole hashes (120-byte buckets) spent most of a large commit on cache
+/// misses and page faults. Here the randomly accessed index has 16-byte
+/// buckets and the entries are appended in order. Hashes are SHA-256
+/// output, so 8 bytes tell nodes apart except when someone grinds for a
+/// collision: then the later hash goes to `spill`, keyed by the whole
+/// hash, and every lookup still compares whole hashes.
+#[derive(Debug, Default)]
+struct Nodes {
+    slab: Vec<Entry>,
+    /// Hash prefix to slot in `slab`.
+    index: HashMap<u64, usize, foldhash::fast::RandomState>,
+    /// Slots of hashes whose prefix `index` already gives to another hash.
+    spill: HashMap<Hash, usize, foldhash::fast::RandomState>,
+}
+
+/// The index key of `hash`: its first 8 bytes.
+fn prefix(hash: &Hash) -> u64 {
+    let [a, b, c, d, e, f, g, h, ..] = hash.0;
+    u64::from_le_bytes([a, b, c, d, e, f, g, h])
+}
+
+impl Nodes {
+    /// Number of stored nodes.
+    fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// True when no node is stored.
+    fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// Every stored entry, in no particular order.
+    fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.slab.iter()
+    }
+
+    /// Room for `additional` more nodes, so a large commit grows the slab
+    /// and the index once.
+    fn reserve(&mut self, additional: usize) {
+        self.slab.reserve(additional);
+        self.index.reserve(additional);
+    }
+
+    /// The slot holding `hash`.
+    fn slot(&self, hash: &Hash) -> Option<usize> {
+        let slot = *self.index.get(&prefix(hash))?;
+        if self.slab.get(slot).is_some_and(|e| e.hash == *hash) {
+            return Some(slot);
+        }
+        self.spill.get(hash).copied()
+    }
+
+    /// The entry of `hash`.
+    fn get(&self, hash: &Hash) -> Option<&Entry> {
+        self.slot(hash).and_then(|s| self.slab.get(s))
+    }
+
+    /// The entry of `hash`, mutably.
+    fn get_mut(&mut self, hash: &Hash) -> Option<&mut Entry> {
+        self.slot(hash).and_then(|s| self.slab.get_mut(s))
+    }
+
+    /// Takes one more reference to `hash`, storing a copy of `node` (with
+    /// one reference) when it is new: one index probe either way.
+    fn add_ref(&mut self, hash: &Hash, node: &Node) {
+        use std::collections::hash_map::Entry as Slot;
+        let next = self.slab.len();
+        let found = match self.index.entry(prefix(hash)) {
+            Slot::Vacant(v) => {
+                v.insert(next);
+                None
+            }
+            Slot::Occupied(o) if self.slab.get(*o.get()).is_some_and(|e| e.hash == *hash) => {
+                Some(*o.get())
+            }
+            Slot::Occupied(_) => match self.spill.entry(*hash) {
+                Slot::Vacant(v) => {
+                    v.insert(next);
+                    None
+                }
+                Slot::Occupied(o) => Some(*o.get()),
+            },
+        };
+        match found.and_then(|s| self.slab.get_mut(s)) {
+            Some(e) => e.refs += 1,
+            None => self.slab.push(Entry {
+                hash: *hash,
+                node: node.clone(),
+                refs: 1,
+            }),
+        }
+    }
+
+    /// Stores `entry`, whose hash must not be stored yet.
+    fn restore(&mut self, entry: Entry) {
+        let next = self.slab.len();
+        match self.index.entry(prefix(&entry.hash)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(next);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.spill.insert(entry.hash, next);
+            }
+        }
+        self.slab.push(entry);
+    }
+
+    /// Drops one reference to `hash`, removing the node with its last one.
+    fn drop_ref(&mut self, hash: &Hash) -> Dropped {
+        match self.get_mut(hash) {
+            None => Dropped::Missing,
+            Some(e) if e.refs > 1 => {
+                e.refs -= 1;
+                Dropped::Kept
+            }
+            Some(_) => self.remove(hash).map_or(Dropped::Missing, Dropped::Removed),
+        }
+    }
+
+    /// Removes the entry of `hash`. The slab's last entry moves into the
+    /// freed slot, so the slab stays dense.
+    fn remove(&mut self, hash: &Hash) -> Option<Entry> {
+        let key = prefix(hash);
+        let slot = match self.index.get(&key) {
+            Some(&s) if self.slab.get(s).is_some_and(|e| e.hash == *hash) => {
+                // A spilled hash with the same prefix takes over the key.
+                let heir = self
+                    .spill
+                    .keys()
+                    .find(|h| prefix(h) == key)
+                    .copied()
+                    .and_then(|h| self.spill.remove(&h));
+                match heir {
+                    Some(h) => self.index.insert(key, h),
+                    None => self.index.remove(&key),
+                };
+                s
+            }
+            Some(_) => self.spill.remove(hash)?,
+            None => return None,
+        };
+        let entry = self.slab.swap_remove(slot);
+        if let Some(moved) = self.slab.get(slot).map(|e| e.hash) {
+            let old = self.slab.len();
+            match self.index.get_mut(&prefix(&moved)) {
+                Some(s) if *s == old => *s = slot,
+                _ => {
+                    if let Some(s) = self.spill.get_mut(&moved) {
+                        *s = slot;
+                    }
+                }
+            }
+        }
+        Some(entry)
+    }
 }
 
 #[derive(Debug)]
 struct Space {
     root: ComputedNode,
-    nodes: NodeMap,
+    nodes: Nodes,
     /// Commits taken so far (a pin records the version it holds).
     version: u64,
     pins: BTreeMap<String, Pin>,
@@ -84,7 +256,7 @@ impl Default for Space {
     fn default() -> Self {
         Space {
             root: ComputedNode::empty_root(),
-            nodes: NodeMap::default(),
+            nodes: Nodes::default(),
             version: 0,
             pins: BTreeMap::new(),
         }
@@ -186,12 +358,7 @@ impl Space {
         let mut held: Vec<Hash> = Vec::new();
         self.each_position(root, |hash, _| held.push(*hash))?;
         for hash in held {
-            if let Some(e) = self.nodes.get_mut(&hash) {
-                e.refs -= 1;
-                if e.refs == 0 {
-                    self.nodes.remove(&hash);
-                }
-            }
+            self.nodes.drop_ref(&hash);
         }
         Ok(())
     }
@@ -232,7 +399,7 @@ impl MemoryStore {
         let nodes = space
             .nodes
             .iter()
-            .map(|(h, e)| (*h, e.node.clone(), e.refs))
+            .map(|e| (e.hash, e.node.clone(), e.refs))
             .collect();
         Ok(NodeScan {
             root: space.root,
@@ -285,7 +452,7 @@ impl MemoryStore {
         let mut rows: Vec<_> = space
             .nodes
             .iter()
-            .map(|(h, e)| (*h, e.node.clone(), e.refs))
+            .map(|e| (e.hash, e.node.clone(), e.refs))
             .collect();
         rows.sort_unstable_by_key(|r| r.0);
         Ok(rows)
@@ -298,54 +465,33 @@ impl MemoryStore {
     fn apply(space: &mut Space, batch: &UpdateBatch) -> Result<u64, MemoryError> {
         // Inserts first, so a row that moves between positions never drops to
         // zero in between; a failing delete is undone in reverse. Reserving
-        // the net growth up front avoids rehashing a large map repeatedly.
+        // the net growth up front avoids growing a large store repeatedly.
         space
             .nodes
             .reserve(batch.inserts.len().saturating_sub(batch.deletes.len()));
         for (_, hash, node) in &batch.inserts {
-            space
-                .nodes
-                .entry(*hash)
-                .or_insert_with(|| Entry {
-                    node: node.clone(),
-                    refs: 0,
-                })
-                .refs += 1;
+            space.nodes.add_ref(hash, node);
         }
-        let mut removed: Vec<(Hash, Entry)> = Vec::new();
+        let mut removed: Vec<Entry> = Vec::new();
         for (done, (_, hash)) in batch.deletes.iter().enumerate() {
-            let ok = match space.nodes.get(hash).map(|e| e.refs) {
-                Some(refs) if refs > 1 => {
-                    if let Some(e) = space.nodes.get_mut(hash) {
-                        e.refs -= 1;
-                    }
-                    true
+            match space.nodes.drop_ref(hash) {
+                Dropped::Kept => {}
+                Dropped::Removed(mut e) => {
+                    e.refs = 0;
+                    removed.push(e);
                 }
-                Some(_) => {
-                    if let Some(mut e) = space.nodes.remove(hash) {
-                        e.refs = 0;
-                        removed.push((*hash, e));
-                    }
-                    true
+                Dropped::Missing => {
+                    Self::undo(space, batch, done, removed);
+                    return Err(MemoryError::MissingReference { hash: *hash });
                 }
-                None => false,
-            };
-            if !ok {
-                Self::undo(space, batch, done, removed);
-                return Err(MemoryError::MissingReference { hash: *hash });
             }
         }
         Ok((batch.inserts.len() + batch.deletes.len()) as u64)
     }
 
-    fn undo(
-        space: &mut Space,
-        batch: &UpdateBatch,
-        deletes_done: usize,
-        removed: Vec<(Hash, Entry)>,
-    ) {
-        for (hash, entry) in removed {
-            space.nodes.insert(hash, entry);
+    fn undo(space: &mut Space, batch: &UpdateBatch, deletes_done: usize, removed: Vec<Entry>) {
+        for entry in removed {
+            space.nodes.restore(entry);
         }
         for (_, hash) in &batch.deletes[..deletes_done] {
             if let Some(e) = space.nodes.get_mut(hash) {
@@ -355,12 +501,7 @@ impl MemoryStore {
         // `removed` entries were re-inserted with refs 0 before their delete;
         // the loop above restored them to 1 along with the others.
         for (_, hash, _) in &batch.inserts {
-            if let Some(e) = space.nodes.get_mut(hash) {
-                e.refs -= 1;
-                if e.refs == 0 {
-                    space.nodes.remove(hash);
-                }
-            }
+            space.nodes.drop_ref(hash);
         }
     }
 }
@@ -599,16 +740,8 @@ impl BulkStore for MemoryStore {
         let (root, copied) = {
             let space = self.read()?;
             let root = space.root_at(at)?;
-            let mut copied = NodeMap::default();
-            space.each_position(&root, |hash, node| {
-                copied
-                    .entry(*hash)
-                    .or_insert_with(|| Entry {
-                        node: node.clone(),
-                        refs: 0,
-                    })
-                    .refs += 1;
-            })?;
+            let mut copied = Nodes::default();
+            space.each_position(&root, |hash, node| copied.add_ref(hash, node))?;
             (root, copied)
         };
         let mut space = target.space.write().map_err(|_| MemoryError::Poisoned)?;
