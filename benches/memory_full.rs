@@ -77,7 +77,7 @@ fn phases(c: &mut Criterion) {
     });
     g.bench_function("commit", |b| {
         b.iter_batched(
-            || MemoryStore::new(),
+            MemoryStore::new,
             |store| {
                 rt.block_on(store.commit(&full)).expect("commit");
                 store
@@ -87,7 +87,7 @@ fn phases(c: &mut Criterion) {
     });
     g.bench_function("commit_compacted", |b| {
         b.iter_batched(
-            || MemoryStore::new(),
+            MemoryStore::new,
             |store| {
                 rt.block_on(store.commit(&compacted)).expect("commit");
                 store
