@@ -225,9 +225,20 @@ impl<'a, R: NodeSource + Sync> Planner<'a, R> {
         (a, b)
     }
 
+    /// Appends `other`'s changes to this planner's; takes its vectors
+    /// whole when this one has none yet (a full build's first half holds
+    /// over a million inserts, which copying costs more than hashing).
     fn absorb(&mut self, other: Planner<'a, R>) {
-        self.inserts.extend(other.inserts);
-        self.deletes.extend(other.deletes);
+        if self.inserts.is_empty() {
+            self.inserts = other.inserts;
+        } else {
+            self.inserts.extend(other.inserts);
+        }
+        if self.deletes.is_empty() {
+            self.deletes = other.deletes;
+        } else {
+            self.deletes.extend(other.deletes);
+        }
         self.replaced = self.replaced.saturating_add(other.replaced);
     }
 }

@@ -1,0 +1,7 @@
+//! The in-memory store: reference-counted nodes keyed by hash, many
+//! namespaces.
+
+mod nodes;
+mod store;
+
+pub use store::{MemoryError, MemoryStore};
