@@ -14,8 +14,8 @@
 //!   core (`branch_hashes`; SHA-NI where the CPU has it).
 //! * `threads`: compacted 10,000 → empty and 1,000 → 10,000, full 10,000 →
 //!   empty, with the descent on one thread or two (`set_descent_threads`)
-//!   and on one lane or the default two (`set_hash_lanes`). The other
-//!   groups use the defaults (two threads on this machine, two lanes).
+//!   and on one, two or four lanes (`set_hash_lanes`). The other groups
+//!   use the defaults (two threads on this machine, four lanes).
 //! * `million` (only with `MS_SMT_BENCH_MILLION=1`, a few minutes): 1,000
 //!   fresh keys into a 10^6-leaf compacted tree, for each thread × lane
 //!   setting; the tree's build (batches of 100,000) is timed once per
@@ -40,7 +40,8 @@ use criterion::{
 use ms_smt::Hash;
 use ms_smt::store::{MemoryStore, TreeStore};
 use ms_smt::test_utils::{
-    BranchInput, SumSchedule, branch_hash, branch_hashes, hash_calls, scheduled_hashes, sha256,
+    BranchInput, SumSchedule, branch_hash, branch_hashes, hash_calls, lift_nodes, scheduled_hashes,
+    sha256,
 };
 use ms_smt::{
     CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree, set_descent_threads,
@@ -298,13 +299,31 @@ fn lanes(c: &mut Criterion) {
             _ => scheduled::<4>(b, &schedule),
         });
     }
+    // The climb kernel as the descent uses it: 64 compacted leaves lifted
+    // from level 256 to 16 (240 branch hashes each) on 1, 2 and 4 lanes;
+    // throughput in branch hashes.
+    let nodes: Vec<(Hash, u64, Key)> = (0..64u8)
+        .map(|i| {
+            (
+                Hash([i; 32]),
+                u64::from(i) + 1,
+                Key([i.wrapping_mul(37); 32]),
+            )
+        })
+        .collect();
+    g.throughput(Throughput::Elements(64 * 240));
+    for lanes in [1usize, 2, 4] {
+        g.bench_function(BenchmarkId::new("climb_64x240", lanes), |b| {
+            b.iter(|| lift_nodes(black_box(&nodes), 16, lanes))
+        });
+    }
     g.finish();
 }
 
 /// Thread × lane settings the `threads` and `million` groups compare.
-const SETTINGS: [(usize, usize); 5] = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2)];
+const SETTINGS: [(usize, usize); 6] = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (2, 4)];
 
-/// Applies one setting; the id names it ("1t2l": one thread, two lanes).
+/// Applies one setting; the id names it ("1t4l": one thread, four lanes).
 fn setting((threads, lanes): (usize, usize)) -> String {
     set_descent_threads(threads);
     set_hash_lanes(lanes);
@@ -316,7 +335,7 @@ fn default_setting() {
     set_hash_lanes(0);
 }
 
-/// The same inserts on one thread or two, one lane or two.
+/// The same inserts on one thread or two, on one, two or four lanes.
 fn threads(c: &mut Criterion) {
     let rt = runtime();
     let d = data();

@@ -25,7 +25,7 @@
 //! * `MSSMT_LOAD_DESCENT_THREADS`: threads per descent
 //!   (`ms_smt::set_descent_threads`; default 0: two on this machine).
 //! * `MSSMT_LOAD_HASH_LANES`: branch hashes in flight per core
-//!   (`ms_smt::set_hash_lanes`; default 0: two where SHA-NI is present).
+//!   (`ms_smt::set_hash_lanes`; default 0: four where SHA-NI is present).
 //! * `MSSMT_LOAD_STORES`: any of `memory,sqlite,postgres` (default all;
 //!   Postgres only with `MSSMT_BENCH_PG_URL`, which must run with
 //!   `fsync = on`: `scripts/pg-cluster.sh init` and `start` give one).

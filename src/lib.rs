@@ -12,7 +12,7 @@
 //! * [`store`]: the async store boundary and an in-memory store.
 //! * [`Tree::audit`]: recompute and check everything a namespace stores.
 //! * Hashing at the machine's limit: independent climbs of compacted leaves
-//!   run two at a time on one core's SHA-NI unit ([`set_hash_lanes`]) and a
+//!   run several at a time on one core's SHA-NI unit ([`set_hash_lanes`]) and a
 //!   large batch is split across two threads ([`set_descent_threads`]);
 //!   the only `unsafe` code is that SHA-NI kernel, checked against `sha2`.
 //! * What universe servers need beyond insert and prove, on every store and

@@ -65,7 +65,7 @@ pub(crate) fn lift_all(lifts: &mut [Lift]) {
 }
 
 /// [`lift_all`] on `lanes` lanes (1, 2 or 4).
-fn lift_on(lifts: &mut [Lift], lanes: usize) {
+pub(crate) fn lift_on(lifts: &mut [Lift], lanes: usize) {
     match lanes {
         4 => {
             lockstep::<4>(lifts);

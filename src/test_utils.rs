@@ -10,3 +10,19 @@ pub use crate::hash::{
 pub use crate::key::MAX_LEVEL;
 pub use crate::strata::Row;
 pub use crate::tree::handle::EXCLUSIVE_AFTER;
+
+/// Lifts `nodes` (hash, sum, key) from level 256 to level `to` on `lanes`
+/// lanes (1, 2 or 4), as the descent lifts compacted leaves: the lanes
+/// bench measures the climb kernel with it.
+pub fn lift_nodes(
+    nodes: &[(crate::Hash, u64, crate::Key)],
+    to: usize,
+    lanes: usize,
+) -> Vec<crate::Hash> {
+    let mut lifts: Vec<crate::lift::Lift> = nodes
+        .iter()
+        .map(|(hash, sum, key)| crate::lift::Lift::new(*hash, *sum, *key, MAX_LEVEL, to))
+        .collect();
+    crate::lift::lift_on(&mut lifts, lanes);
+    lifts.into_iter().map(|l| l.hash).collect()
+}

@@ -22,10 +22,12 @@ static KERNEL: LazyLock<Option<super::shani::ShaNi>> = LazyLock::new(super::shan
 /// Lanes asked for with [`set_hash_lanes`]; 0 = the default.
 static LANES: AtomicUsize = AtomicUsize::new(0);
 
-/// The lane count used where none was set. Two branch hashes in flight
-/// measured fastest on SHA-NI: four need more than the 16 vector registers
-/// and spill (BENCHMARKS.md, "Lanes").
-pub const DEFAULT_HASH_LANES: usize = 2;
+/// The lane count used where none was set. In the descent's climbs four
+/// measured a few per cent faster than two on SHA-NI (10,000 keys into an
+/// empty tree on two threads: 55 ms against 60 ms); in isolation two and
+/// four are within 10 % of each other, as four spill the 16 vector
+/// registers (BENCHMARKS.md, "Lanes").
+pub const DEFAULT_HASH_LANES: usize = 4;
 
 /// Sets how many branch hashes the descent keeps in flight on one core,
 /// for the whole process: 1, 2 or 4 (other values round down to one of

@@ -5,10 +5,10 @@
 //! instruction here); independent messages fill its pipeline. Bitcoin
 //! Core's `TransformD64_2way` does the same for its merkle trees. The
 //! message schedule (`sha256msg1/2`) runs on the same unit, so two lanes
-//! already reach its limit on this machine and four only spill the 16
-//! vector registers (BENCHMARKS.md, "Lanes"); a lift's second blocks skip
-//! the schedule altogether ([`SumSchedule`]), and [`ShaNi::climb`] keeps a
-//! lift's state in registers from level to level.
+//! come close to its limit on this machine and four gain little more (they
+//! spill the 16 vector registers; BENCHMARKS.md, "Lanes"); a lift's second
+//! blocks skip the schedule altogether ([`SumSchedule`]), and
+//! [`ShaNi::climb`] keeps a lift's state in registers from level to level.
 //!
 //! This module holds all of the crate's `unsafe`: the loads and stores of
 //! 16 bytes and the calls into the kernels after the CPU was checked.
