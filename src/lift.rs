@@ -9,7 +9,7 @@
 //! nanoseconds, and the same count.
 
 use crate::empty::{empty_hash, empty_table};
-use crate::hash::{Hash, SumSchedule, branch_hash, climb, hash_lanes};
+use crate::hash::{Climb, Hash, SumSchedule, branch_hash, climb, hash_lanes};
 use crate::key::Key;
 
 /// One node on its way up: `hash` sits at level `from` on `key`'s path
@@ -107,10 +107,14 @@ fn lockstep<const N: usize>(lifts: &mut [Lift]) {
             .min()
             .unwrap_or(0);
         let mut nodes: [Hash; N] = std::array::from_fn(|i| lifts[lanes[i]].hash);
-        let keys: [&Key; N] = std::array::from_fn(|i| &lifts[lanes[i]].key);
-        let from: [usize; N] = std::array::from_fn(|i| lifts[lanes[i]].from);
-        let schedules: [&SumSchedule; N] = std::array::from_fn(|i| &lifts[lanes[i]].schedule);
-        climb(&mut nodes, &keys, &from, steps, &schedules, empties);
+        let together = Climb {
+            keys: std::array::from_fn(|i| &lifts[lanes[i]].key),
+            from: std::array::from_fn(|i| lifts[lanes[i]].from),
+            steps,
+            schedules: std::array::from_fn(|i| &lifts[lanes[i]].schedule),
+            empties,
+        };
+        climb(&mut nodes, &together);
         for (&lane, hash) in lanes.iter().zip(nodes) {
             let lift = &mut lifts[lane];
             lift.hash = hash;

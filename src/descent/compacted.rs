@@ -8,6 +8,7 @@
 //! shared safely between positions. Hashes are identical either way (spec B7).
 
 use crate::descent::NodeSource;
+use crate::descent::fate::{Fate, fate};
 use crate::descent::items::{Item, nonempty_span};
 use crate::descent::plan::{Planner, Sub, fork_here};
 use crate::descent::prelift::{leaf_lift, lift_targets};
@@ -35,32 +36,22 @@ pub(crate) fn update<'a, R: NodeSource>(
         Node::Compacted { key, leaf } => {
             let key = key.under_path(&items[0].key, level);
             let unchanged = Sub::Compacted { hash, key, leaf };
-            match items.binary_search_by(|it| it.key.tree_cmp(&key)) {
-                Ok(hit) => {
-                    let others_empty = items
-                        .iter()
-                        .enumerate()
-                        .all(|(i, it)| i == hit || it.leaf.is_empty());
-                    // The batch's key replaces this leaf either way, so its
-                    // sum counts as replaced even when the leaf is rewritten
-                    // unchanged.
-                    p.replaced(leaf.sum());
-                    if others_empty && items[hit].leaf == leaf {
-                        return Ok(unchanged);
+            match fate(items, key, leaf) {
+                Fate::Kept { replaced } => {
+                    // A batch key that rewrites the same leaf still
+                    // replaces it: its sum counts as replaced.
+                    if replaced {
+                        p.replaced(leaf.sum());
                     }
+                    Ok(unchanged)
+                }
+                Fate::Replaced => {
+                    p.replaced(leaf.sum());
                     p.delete(level, &key, hash);
                     build(p, level, items)
                 }
-                Err(at) => {
-                    if items.iter().all(|it| it.leaf.is_empty()) {
-                        // Deleting absent keys writes nothing (spec §9 B2).
-                        return Ok(unchanged);
-                    }
+                Fate::Joined(merged) => {
                     p.delete(level, &key, hash);
-                    let mut merged = Vec::with_capacity(items.len() + 1);
-                    merged.extend_from_slice(&items[..at]);
-                    merged.push(Item { key, leaf });
-                    merged.extend_from_slice(&items[at..]);
                     build(p, level, &merged)
                 }
             }

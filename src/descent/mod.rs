@@ -4,6 +4,7 @@
 
 mod batch;
 mod compacted;
+mod fate;
 mod full;
 mod items;
 mod plan;

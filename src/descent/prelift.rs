@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use crate::descent::NodeSource;
+use crate::descent::fate::{Fate, fate};
 use crate::descent::items::Item;
 use crate::descent::plan::fork_here;
 use crate::empty::is_empty_hash;
@@ -90,25 +91,10 @@ fn walk<R: NodeSource>(
     match source.node(&hash) {
         Some(Node::Compacted { key, leaf }) => {
             let key = key.under_path(&items[0].key, level);
-            match items.binary_search_by(|it| it.key.tree_cmp(&key)) {
-                Ok(hit) => {
-                    let others_empty = items
-                        .iter()
-                        .enumerate()
-                        .all(|(i, it)| i == hit || it.leaf.is_empty());
-                    if !(others_empty && items[hit].leaf == leaf) {
-                        out.extend(leaf_lifts(level, items));
-                    }
-                }
-                Err(at) => {
-                    if items.iter().any(|it| !it.leaf.is_empty()) {
-                        let mut merged = Vec::with_capacity(items.len() + 1);
-                        merged.extend_from_slice(&items[..at]);
-                        merged.push(Item { key, leaf });
-                        merged.extend_from_slice(&items[at..]);
-                        out.extend(leaf_lifts(level, &merged));
-                    }
-                }
+            match fate(items, key, leaf) {
+                Fate::Kept { .. } => {}
+                Fate::Replaced => out.extend(leaf_lifts(level, items)),
+                Fate::Joined(merged) => out.extend(leaf_lifts(level, &merged)),
             }
         }
         Some(Node::Branch { left, right, .. }) => {

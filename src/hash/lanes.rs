@@ -9,9 +9,9 @@
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::climb::Climb;
 use super::digest::{Hash, add_hash_calls, branch_digest};
 use super::schedule::SumSchedule;
-use crate::key::Key;
 
 /// The inputs of one branch hash: left child, right child, sum.
 pub type BranchInput = (Hash, Hash, u64);
@@ -92,45 +92,30 @@ pub fn scheduled_hashes<const N: usize>(
     std::array::from_fn(|i| branch_digest(&pairs[i].0, &pairs[i].1, schedules[i].sum()))
 }
 
-/// Lifts `N` nodes `steps` levels each through one-child branches whose
-/// other child is empty: lane `l`'s node `nodes[l]` sits at level
-/// `from[l]` (at least `steps`) on `keys[l]`'s path and ends `steps` levels
-/// up; `empties` is the empty-subtree table by level, and every branch on
-/// the way has the sum its schedule was made for. Counted as `N × steps`
-/// calls; on SHA-NI the state stays in registers between levels.
+/// Lifts `climb`'s `N` nodes `nodes` up its `steps` levels (see [`Climb`]).
+/// Counted as `N × steps` calls; on SHA-NI the state stays in registers
+/// between levels.
 #[inline]
-pub(crate) fn climb<const N: usize>(
-    nodes: &mut [Hash; N],
-    keys: &[&Key; N],
-    from: &[usize; N],
-    steps: usize,
-    schedules: &[&SumSchedule; N],
-    empties: &[Hash; 257],
-) {
-    add_hash_calls((N * steps) as u64);
+pub(crate) fn climb<const N: usize>(nodes: &mut [Hash; N], climb: &Climb<'_, N>) {
+    add_hash_calls((N * climb.steps) as u64);
     #[cfg(target_arch = "x86_64")]
     if let Some(kernel) = *KERNEL {
-        return kernel.climb(nodes, keys, from, steps, schedules, empties);
+        return kernel.climb(nodes, climb);
     }
-    climb_fallback(nodes, keys, from, steps, schedules, empties);
+    climb_fallback(nodes, climb);
 }
 
 /// [`climb`]'s portable path: one `sha2` compression pair per level.
-pub(crate) fn climb_fallback<const N: usize>(
-    nodes: &mut [Hash; N],
-    keys: &[&Key; N],
-    from: &[usize; N],
-    steps: usize,
-    schedules: &[&SumSchedule; N],
-    empties: &[Hash; 257],
-) {
-    for l in 0..N {
-        for at in (from[l] + 1 - steps..=from[l]).rev() {
-            let empty = &empties[at];
-            nodes[l] = if keys[l].bit(at - 1) {
-                branch_digest(empty, &nodes[l], schedules[l].sum())
+pub(crate) fn climb_fallback<const N: usize>(nodes: &mut [Hash; N], climb: &Climb<'_, N>) {
+    for (l, node) in nodes.iter_mut().enumerate() {
+        let from = climb.from[l];
+        for at in (from + 1 - climb.steps..=from).rev() {
+            let empty = &climb.empties[at];
+            let sum = climb.schedules[l].sum();
+            *node = if climb.keys[l].bit(at - 1) {
+                branch_digest(empty, node, sum)
             } else {
-                branch_digest(&nodes[l], empty, schedules[l].sum())
+                branch_digest(node, empty, sum)
             };
         }
     }
@@ -149,6 +134,7 @@ pub(crate) fn fallback<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
 mod tests {
     use super::*;
     use crate::hash::{branch_hash, hash_calls, sha256};
+    use crate::key::Key;
     use proptest::prelude::*;
 
     /// The branch preimage hashed the slow, obvious way.
@@ -217,13 +203,20 @@ mod tests {
                     };
                 }
             }
+            let climb_in = Climb {
+                keys: key_refs,
+                from,
+                steps,
+                schedules: schedule_refs,
+                empties: &empties,
+            };
             let mut got: [Hash; 2] = std::array::from_fn(|l| Hash(start[l].0));
             let before = hash_calls();
-            climb(&mut got, &key_refs, &from, steps, &schedule_refs, &empties);
+            climb(&mut got, &climb_in);
             prop_assert_eq!(hash_calls() - before, 2 * steps as u64);
             prop_assert_eq!(got, want);
             let mut portable: [Hash; 2] = std::array::from_fn(|l| Hash(start[l].0));
-            climb_fallback(&mut portable, &key_refs, &from, steps, &schedule_refs, &empties);
+            climb_fallback(&mut portable, &climb_in);
             prop_assert_eq!(portable, want);
         }
     }

@@ -21,9 +21,9 @@ use std::arch::x86_64::{
     _mm_sha256rnds2_epu32, _mm_shuffle_epi8, _mm_shuffle_epi32, _mm_storeu_si128,
 };
 
+use super::climb::Climb;
 use super::digest::Hash;
 use super::schedule::{K, SumSchedule};
-use crate::key::Key;
 
 /// Proof that this CPU runs the SHA-NI kernels: only [`ShaNi::detect`]
 /// makes one, after checking every instruction set they use.
@@ -47,24 +47,12 @@ impl ShaNi {
         unsafe { branch_lanes(inputs) }
     }
 
-    /// Lifts `N` nodes `steps` levels each through one-child branches with
-    /// empty siblings: lane `l`'s node `nodes[l]` sits at level `from[l]`
-    /// on `keys[l]`'s path (`from[l] >= steps`), `empties` is the
-    /// empty-subtree table, and every branch on the way has the sum
-    /// `schedules[l]` was made for. The state stays in registers from one
-    /// level to the next.
+    /// Lifts `climb`'s `N` nodes `nodes` up its `steps` levels (see
+    /// [`Climb`]). The state stays in registers from one level to the next.
     #[inline]
-    pub fn climb<const N: usize>(
-        self,
-        nodes: &mut [Hash; N],
-        keys: &[&Key; N],
-        from: &[usize; N],
-        steps: usize,
-        schedules: &[&SumSchedule; N],
-        empties: &[Hash; 257],
-    ) {
+    pub fn climb<const N: usize>(self, nodes: &mut [Hash; N], climb: &Climb<'_, N>) {
         // SAFETY: as in `branch_hashes`.
-        unsafe { climb_lanes(nodes, keys, from, steps, schedules, empties) }
+        unsafe { climb_lanes(nodes, climb) }
     }
 
     /// The same with each input's second block scheduled beforehand.
@@ -316,14 +304,7 @@ fn state_words<const N: usize>(abef: &[__m128i; N], cdgh: &[__m128i; N]) -> [[__
 
 /// See [`ShaNi::climb`].
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
-fn climb_lanes<const N: usize>(
-    nodes: &mut [Hash; N],
-    keys: &[&Key; N],
-    from: &[usize; N],
-    steps: usize,
-    schedules: &[&SumSchedule; N],
-    empties: &[Hash; 257],
-) {
+fn climb_lanes<const N: usize>(nodes: &mut [Hash; N], climb: &Climb<'_, N>) {
     let mask = byte_swap_mask();
     let (abef_iv, cdgh_iv) = iv();
     let mut node: [[__m128i; 2]; N] = std::array::from_fn(|l| {
@@ -333,17 +314,17 @@ fn climb_lanes<const N: usize>(
         ]
     });
     let (mut abef, mut cdgh) = ([abef_iv; N], [cdgh_iv; N]);
-    for step in 0..steps {
+    for step in 0..climb.steps {
         let mut w: [[__m128i; 4]; N] = std::array::from_fn(|l| {
             // The node sits at `at`; its parent's branch is at `at - 1`.
-            let at = from[l] - step;
-            let empty = &empties[at];
+            let at = climb.from[l] - step;
+            let empty = &climb.empties[at];
             let sibling = [
                 load_words::<0>(&empty.0, mask),
                 load_words::<16>(&empty.0, mask),
             ];
             // All ones when the node is the right child.
-            let right = _mm_set1_epi8(-i8::from(keys[l].bit(at - 1)));
+            let right = _mm_set1_epi8(-i8::from(climb.keys[l].bit(at - 1)));
             [
                 _mm_blendv_epi8(node[l][0], sibling[0], right),
                 _mm_blendv_epi8(node[l][1], sibling[1], right),
@@ -354,10 +335,10 @@ fn climb_lanes<const N: usize>(
         abef = [abef_iv; N];
         cdgh = [cdgh_iv; N];
         compress_lanes(&mut abef, &mut cdgh, &mut w);
-        scheduled_block(&mut abef, &mut cdgh, schedules);
+        scheduled_block(&mut abef, &mut cdgh, &climb.schedules);
         node = state_words(&abef, &cdgh);
     }
-    if steps > 0 {
+    if climb.steps > 0 {
         *nodes = digests(&abef, &cdgh);
     }
 }
