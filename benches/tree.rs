@@ -13,7 +13,8 @@
 //! * `lanes`: branch hashes per second with 1, 2 and 4 in flight on one
 //!   core (`branch_hashes`; SHA-NI where the CPU has it).
 //! * `threads`: compacted 10,000 → empty and 1,000 → 10,000, full 10,000 →
-//!   empty, with the descent on one thread or two (`set_descent_threads`)
+//!   empty, `merkle_proofs` and `verify` of 1,000 keys, with the descent on
+//!   one thread or two (`set_descent_threads`)
 //!   and on one, two or four lanes (`set_hash_lanes`). The other groups
 //!   use the defaults (two threads on this machine, four lanes).
 //! * `million` (only with `MS_SMT_BENCH_MILLION=1`, a few minutes): 1,000
@@ -344,8 +345,38 @@ fn threads(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(10);
+    // Proofs of 1,000 keys (half present, half absent: an absent key's
+    // proof lifts its compacted neighbour) and their verification.
+    let proven = tree_with::<ms_smt::Compacted>(&rt, &d.seed);
+    let root = rt.block_on(proven.root()).expect("root");
+    let keys: Vec<Key> = d.seed[..FRESH / 2]
+        .iter()
+        .chain(&d.fresh[..FRESH / 2])
+        .map(|(k, _)| *k)
+        .collect();
+    let leaves: Vec<Leaf> = d.seed[..FRESH / 2]
+        .iter()
+        .map(|(_, l)| l.clone())
+        .chain(std::iter::repeat_n(Leaf::empty(), FRESH / 2))
+        .collect();
     for s in SETTINGS {
         let id = setting(s);
+        g.bench_function(
+            BenchmarkId::new("compacted/10k/merkle_proofs_1000", &id),
+            |b| b.iter(|| rt.block_on(proven.merkle_proofs(&keys)).expect("proofs")),
+        );
+        let proofs = rt.block_on(proven.merkle_proofs(&keys)).expect("proofs");
+        let all_verify = |proofs: &[Proof]| {
+            proofs
+                .iter()
+                .zip(&keys)
+                .zip(&leaves)
+                .all(|((p, k), l)| p.verify(k, l, &root))
+        };
+        assert!(all_verify(&proofs), "every proof verifies");
+        g.bench_function(BenchmarkId::new("compacted/10k/verify_1000", &id), |b| {
+            b.iter(|| all_verify(black_box(&proofs)))
+        });
         g.bench_function(BenchmarkId::new("compacted/empty/10000", &id), |b| {
             b.iter_batched(
                 || (CompactedTree::new(MemoryStore::new()), d.seed.clone()),

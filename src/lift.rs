@@ -35,6 +35,11 @@ impl Lift {
         }
     }
 
+    /// The sum of every branch on the way.
+    pub fn sum(&self) -> u64 {
+        self.schedule.sum()
+    }
+
     fn pending(&self) -> bool {
         self.from > self.to
     }

@@ -141,10 +141,8 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
         // A sibling's sum is its parent's minus the path child's: the path
         // alone is read.
         self.tree
-            .read_each(self.target, keys, false, |cache, root, key| {
-                let mut proof = Proof::empty();
-                walk::walk(cache, root, key, Some(&mut proof))?;
-                Ok(proof)
+            .read_all(self.target, keys, false, |cache, root| {
+                walk::proofs(cache, root, keys)
             })
             .await
     }

@@ -6,7 +6,8 @@ use crate::empty::is_empty_hash;
 use crate::error::PlanError;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
-use crate::node::{ComputedNode, Node, compacted_hash};
+use crate::lift::{Lift, lift_all};
+use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::proof::single::Proof;
 
@@ -19,10 +20,60 @@ pub(crate) fn walk<R: NodeSource>(
     key: &Key,
     mut siblings: Option<&mut Proof>,
 ) -> Result<Leaf, PlanError> {
+    let (leaf, beside) = walk_to(source, root, key, siblings.as_deref_mut())?;
+    if let (Some(proof), Some(beside)) = (siblings, beside) {
+        let mut lifts = [beside];
+        lift_all(&mut lifts);
+        set_lifted(proof, &lifts[0]);
+    }
+    Ok(leaf)
+}
+
+/// Proofs for `keys`, in order: each walked as [`walk`] does, and the
+/// compacted leaves beside absent keys (about 240 hashes each) lifted
+/// together on the lanes.
+pub(crate) fn proofs<R: NodeSource>(
+    source: &R,
+    root: &ComputedNode,
+    keys: &[Key],
+) -> Result<Vec<Proof>, PlanError> {
+    let mut proofs = Vec::with_capacity(keys.len());
+    let mut pending = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let mut proof = Proof::empty();
+        if let (_, Some(beside)) = walk_to(source, root, key, Some(&mut proof))? {
+            pending.push((i, beside));
+        }
+        proofs.push(proof);
+    }
+    let mut lifts: Vec<Lift> = pending.iter().map(|(_, lift)| *lift).collect();
+    lift_all(&mut lifts);
+    for ((i, _), lift) in pending.iter().zip(&lifts) {
+        if let Some(proof) = proofs.get_mut(*i) {
+            set_lifted(proof, lift);
+        }
+    }
+    Ok(proofs)
+}
+
+/// Records a lifted compacted leaf as the sibling at its level.
+fn set_lifted(proof: &mut Proof, lift: &Lift) {
+    proof.set_sibling(lift.to, ComputedNode::new(lift.hash, lift.sum()));
+}
+
+/// [`walk`] without hashing: when `key` is absent beside a compacted leaf
+/// and `siblings` is given, that leaf's lift to the sibling level is
+/// returned for the caller to hash.
+fn walk_to<R: NodeSource>(
+    source: &R,
+    root: &ComputedNode,
+    key: &Key,
+    mut siblings: Option<&mut Proof>,
+) -> Result<(Leaf, Option<Lift>), PlanError> {
     let mut hash = root.hash;
     for level in 0..=MAX_LEVEL {
         if is_empty_hash(level, &hash) {
-            return Ok(Leaf::empty());
+            return Ok((Leaf::empty(), None));
         }
         let node = source
             .node(&hash)
@@ -40,17 +91,17 @@ pub(crate) fn walk<R: NodeSource>(
                 }
                 hash = child;
             }
-            Node::Leaf(leaf) if level == MAX_LEVEL => return Ok(leaf.clone()),
+            Node::Leaf(leaf) if level == MAX_LEVEL => return Ok((leaf.clone(), None)),
             Node::Compacted { key: stored, leaf } => {
                 let there = stored.under_path(key, level);
                 return Ok(match key.first_difference(&there) {
-                    None => leaf.clone(),
+                    None => (leaf.clone(), None),
                     Some(split) => {
-                        if let Some(proof) = siblings.as_deref_mut() {
-                            let sibling = compacted_hash(split + 1, &there, leaf);
-                            proof.set_sibling(split + 1, ComputedNode::new(sibling, leaf.sum()));
-                        }
-                        Leaf::empty()
+                        // The stored leaf is the sibling at `split + 1`.
+                        let beside = siblings.is_some().then(|| {
+                            Lift::new(leaf.hash(), leaf.sum(), there, MAX_LEVEL, split + 1)
+                        });
+                        (Leaf::empty(), beside)
                     }
                 });
             }

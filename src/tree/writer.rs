@@ -882,15 +882,10 @@ where
         Counters::add(&self.counters.acknowledged, 1);
         Counters::add(&self.counters.leaves, pending.batch.len() as u64);
         let proofs = match (pending.prove, nodes) {
-            (true, Some(nodes)) => pending
-                .batch
-                .iter()
-                .map(|(key, _)| {
-                    let mut proof = Proof::empty();
-                    walk::walk(nodes, &root, key, Some(&mut proof)).map(|_| proof)
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .ok(),
+            (true, Some(nodes)) => {
+                let keys: Vec<Key> = pending.batch.iter().map(|(key, _)| *key).collect();
+                walk::proofs(nodes, &root, &keys).ok()
+            }
             _ => None,
         };
         let _ = pending.reply.send(Ok(Receipt {
