@@ -4,8 +4,8 @@
 //! A compacted leaf's hash is its leaf hash lifted from level 256 to the
 //! level where it is stored, about 240 branch hashes for a random key in a
 //! tree of 10^4 leaves, each depending on the one before. Different leaves'
-//! lifts are independent, so [`lift_all`] advances [`hash_lanes`] of them
-//! per step through [`branch_hashes`]: the same hashes, in fewer
+//! lifts are independent, so [`lift_all`] climbs [`hash_lanes`] of them
+//! together in the climb kernel (`hash::climb`): the same hashes, in fewer
 //! nanoseconds, and the same count.
 
 use crate::empty::{empty_hash, empty_table};
@@ -25,6 +25,8 @@ pub(crate) struct Lift {
 }
 
 impl Lift {
+    /// `hash` (with `sum`) at level `from` on `key`'s path, to be lifted to
+    /// level `to`.
     pub fn new(hash: Hash, sum: u64, key: Key, from: usize, to: usize) -> Self {
         Lift {
             hash,
