@@ -54,38 +54,42 @@ pub(crate) fn leaf_lift(item: &Item<'_>, to: usize) -> Lift {
     Lift::new(item.leaf.hash(), item.leaf.sum(), item.key, MAX_LEVEL, to)
 }
 
-/// The lifts of a subtree built at `level` from `items`.
-fn leaf_lifts<'i>(level: usize, items: &'i [Item<'_>]) -> impl Iterator<Item = Lift> + 'i {
+/// The leaves a subtree built at `level` from `items` lifts, with the
+/// level each is lifted to.
+fn leaf_targets<'a>(level: usize, items: &[Item<'a>]) -> impl Iterator<Item = (Item<'a>, usize)> {
     lift_targets(level, items)
         .into_iter()
-        .map(move |(i, to)| leaf_lift(&items[i], to))
+        .map(move |(i, to)| (items[i], to))
 }
 
 /// Walks the update of the subtree `hash` at `level` with `items` and
 /// hashes every lift its builds will make. Nodes the source lacks are
 /// skipped: the update itself reports them.
-pub(crate) fn prelift<R: NodeSource>(source: &R, root: Hash, items: &[Item<'_>]) -> LiftMemo {
-    let mut lifts = Vec::new();
-    walk(source, 0, root, items, &mut lifts);
-    lift_split(&mut lifts);
-    lifts
+pub(crate) fn prelift<'a, R: NodeSource>(
+    source: &'a R,
+    root: Hash,
+    items: &[Item<'a>],
+) -> LiftMemo {
+    let mut targets = Vec::new();
+    walk(source, 0, root, items, &mut targets);
+    lift_split(&targets)
         .into_iter()
         .map(|lift| ((lift.key, lift.to), lift.hash))
         .collect()
 }
 
-fn walk<R: NodeSource>(
-    source: &R,
+fn walk<'a, R: NodeSource>(
+    source: &'a R,
     level: usize,
     hash: Hash,
-    items: &[Item<'_>],
-    out: &mut Vec<Lift>,
+    items: &[Item<'a>],
+    out: &mut Vec<(Item<'a>, usize)>,
 ) {
     if items.is_empty() {
         return;
     }
     if is_empty_hash(level, &hash) {
-        out.extend(leaf_lifts(level, items));
+        out.extend(leaf_targets(level, items));
         return;
     }
     match source.node(&hash) {
@@ -93,8 +97,8 @@ fn walk<R: NodeSource>(
             let key = key.under_path(&items[0].key, level);
             match fate(items, key, leaf) {
                 Fate::Kept { .. } => {}
-                Fate::Replaced => out.extend(leaf_lifts(level, items)),
-                Fate::Joined(merged) => out.extend(leaf_lifts(level, &merged)),
+                Fate::Replaced => out.extend(leaf_targets(level, items)),
+                Fate::Joined(merged) => out.extend(leaf_targets(level, &merged)),
             }
         }
         Some(Node::Branch { left, right, .. }) => {
@@ -106,25 +110,37 @@ fn walk<R: NodeSource>(
     }
 }
 
-/// [`lift_all`], split across two threads when there are enough lifts
-/// (the descent's own threshold and setting); the other thread's hashes
-/// count on this one.
-fn lift_split(lifts: &mut [Lift]) {
-    if !fork_here(lifts.len(), false) {
-        return lift_all(lifts);
+/// The lifts of `targets` (leaf hashes, schedules and climbs), split
+/// across two threads when there are enough of them (the descent's own
+/// threshold and setting); the other thread's hashes count on this one.
+fn lift_split(targets: &[(Item<'_>, usize)]) -> Vec<Lift> {
+    let lift = |targets: &[(Item<'_>, usize)]| {
+        let mut lifts: Vec<Lift> = targets
+            .iter()
+            .map(|(item, to)| leaf_lift(item, *to))
+            .collect();
+        lift_all(&mut lifts);
+        lifts
+    };
+    if !fork_here(targets.len(), false) {
+        return lift(targets);
     }
-    let (left, right) = lifts.split_at_mut(lifts.len() / 2);
-    let calls = std::thread::scope(|scope| {
+    let (left, right) = targets.split_at(targets.len() / 2);
+    let halves = std::thread::scope(|scope| {
         let handle = scope.spawn(move || {
             let before = hash_calls();
-            lift_all(left);
-            hash_calls().wrapping_sub(before)
+            let lifts = lift(left);
+            (lifts, hash_calls().wrapping_sub(before))
         });
-        lift_all(right);
-        handle.join()
+        let right = lift(right);
+        handle.join().map(|left| (left, right))
     });
-    match calls {
-        Ok(calls) => add_hash_calls(calls),
+    match halves {
+        Ok(((mut lifts, calls), right)) => {
+            add_hash_calls(calls);
+            lifts.extend(right);
+            lifts
+        }
         Err(panic) => std::panic::resume_unwind(panic),
     }
 }
