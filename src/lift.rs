@@ -8,9 +8,10 @@
 //! together in the climb kernel (`hash::climb`): the same hashes, in fewer
 //! nanoseconds, and the same count.
 
-use crate::empty::{empty_hash, empty_table};
-use crate::hash::{Climb, Hash, SumSchedule, branch_hash, climb, hash_lanes};
+use crate::empty::empty_table;
+use crate::hash::{Climb, Hash, SumSchedule, climb, hash_lanes};
 use crate::key::Key;
+use crate::node;
 
 /// One node on its way up: `hash` sits at level `from` on `key`'s path
 /// and is lifted to level `to` (`to <= from`). Every branch on the way has
@@ -45,23 +46,18 @@ impl Lift {
     fn pending(&self) -> bool {
         self.from > self.to
     }
+}
 
-    /// The next branch's children: this node and the empty sibling, sides
-    /// taken from the key bit at the level above.
-    fn next_pair(&self) -> (Hash, Hash) {
-        let level = self.from - 1;
-        let empty = empty_hash(self.from);
-        if self.key.bit(level) {
-            (empty, self.hash)
-        } else {
-            (self.hash, empty)
-        }
-    }
+/// Lifts gathered per batch where a caller must bound its memory (the
+/// audits): enough to keep the lanes full.
+pub(crate) const LIFT_BATCH: usize = 4096;
 
-    fn advance(&mut self, hash: Hash) {
-        self.hash = hash;
-        self.from -= 1;
-    }
+/// Lifts the `pending` lifts together and hands each back with its tag:
+/// for callers that gather lifts while walking and use them afterwards.
+pub(crate) fn lift_tagged<T>(pending: Vec<(T, Lift)>) -> impl Iterator<Item = (T, Lift)> {
+    let (tags, mut lifts): (Vec<T>, Vec<Lift>) = pending.into_iter().unzip();
+    lift_all(&mut lifts);
+    tags.into_iter().zip(lifts)
 }
 
 /// Lifts every entry of `lifts` to its `to` level; afterwards each `hash`
@@ -81,11 +77,9 @@ pub(crate) fn lift_on(lifts: &mut [Lift], lanes: usize) {
         2 => lockstep::<2>(lifts),
         _ => {}
     }
-    for lift in lifts.iter_mut() {
-        while lift.pending() {
-            let (left, right) = lift.next_pair();
-            lift.advance(branch_hash(&left, &right, lift.schedule.sum()));
-        }
+    for lift in lifts.iter_mut().filter(|lift| lift.pending()) {
+        lift.hash = node::lift(lift.hash, lift.sum(), &lift.key, lift.from, lift.to);
+        lift.from = lift.to;
     }
 }
 

@@ -10,7 +10,7 @@ use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
-use crate::lift::{Lift, lift_all};
+use crate::lift::{LIFT_BATCH, Lift, lift_tagged};
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 
@@ -62,7 +62,7 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
             Some(Computed::Now(c)) if c != expected => report.found(mismatch(pos, expected, c)),
             Some(Computed::Lifted(key, leaf)) => {
                 let lift = Lift::new(leaf.hash(), leaf.sum(), key, MAX_LEVEL, pos.level());
-                pending.push((pos, expected, lift, leaf.sum()));
+                pending.push(((pos, expected), lift));
                 if pending.len() >= LIFT_BATCH {
                     check_lifted(&mut pending, &mut report);
                 }
@@ -112,9 +112,6 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
     report
 }
 
-/// Compacted leaves checked per batch of lifts (bounded memory, full lanes).
-const LIFT_BATCH: usize = 4096;
-
 /// What one node computes to: at once, or (a compacted leaf) after its
 /// lift, which runs with others on the lanes.
 enum Computed<'n> {
@@ -125,11 +122,9 @@ enum Computed<'n> {
 
 /// Lifts the pending compacted leaves together and reports each that does
 /// not compute to what its parent recorded.
-fn check_lifted(pending: &mut Vec<(Position, ComputedNode, Lift, u64)>, report: &mut AuditReport) {
-    let mut lifts: Vec<Lift> = pending.iter().map(|p| p.2).collect();
-    lift_all(&mut lifts);
-    for ((pos, expected, _, sum), lift) in pending.drain(..).zip(lifts) {
-        let computed = ComputedNode::new(lift.hash, sum);
+fn check_lifted(pending: &mut Vec<((Position, ComputedNode), Lift)>, report: &mut AuditReport) {
+    for ((pos, expected), lift) in lift_tagged(std::mem::take(pending)) {
+        let computed = ComputedNode::new(lift.hash, lift.sum());
         if computed != expected {
             report.found(mismatch(pos, expected, computed));
         }

@@ -12,7 +12,7 @@ use crate::audit::report::{AuditReport, Location, PinAudit, Problem};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::layout::LayoutKind;
-use crate::lift::{Lift, lift_all};
+use crate::lift::{LIFT_BATCH, Lift, lift_tagged};
 use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
@@ -78,11 +78,8 @@ pub struct RowAudit {
     pins: Vec<PinAudit>,
     /// Compacted leaves whose stored hash is still to be checked: they
     /// are lifted in batches, on the lanes.
-    pending: Vec<(Location, Hash, Lift)>,
+    pending: Vec<((Location, Hash), Lift)>,
 }
-
-/// Compacted leaves checked per batch of lifts (bounded memory, full lanes).
-const LIFT_BATCH: usize = 4096;
 
 impl RowAudit {
     /// An audit of a tree written with `layout`.
@@ -103,9 +100,7 @@ impl RowAudit {
     /// Lifts the pending compacted leaves together and reports each whose
     /// stored hash differs.
     fn check_lifted(&mut self) {
-        let mut lifts: Vec<Lift> = self.pending.iter().map(|p| p.2).collect();
-        lift_all(&mut lifts);
-        for ((at, stored, _), lift) in self.pending.drain(..).zip(lifts) {
+        for ((at, stored), lift) in lift_tagged(std::mem::take(&mut self.pending)) {
             if lift.hash != stored {
                 self.report.found(Problem::LeafHash {
                     at,
@@ -314,7 +309,7 @@ struct RowCheck<'a> {
     layout: LayoutKind,
     report: &'a mut AuditReport,
     children: &'a mut Vec<Child>,
-    pending: &'a mut Vec<(Location, Hash, Lift)>,
+    pending: &'a mut Vec<((Location, Hash), Lift)>,
 }
 
 impl RowCheck<'_> {
@@ -391,7 +386,7 @@ impl RowCheck<'_> {
                     });
                 }
                 let lift = Lift::new(leaf.hash(), leaf.sum(), *key, MAX_LEVEL, level);
-                self.pending.push((at, *hash, lift));
+                self.pending.push(((at, *hash), lift));
                 Some(ComputedNode::new(*hash, leaf.sum()))
             }
             Slot::Leaf { hash, leaf } => {

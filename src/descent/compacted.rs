@@ -9,14 +9,14 @@
 
 use crate::descent::NodeSource;
 use crate::descent::fate::{Fate, fate};
-use crate::descent::items::{Item, nonempty_span};
+use crate::descent::items::{Item, nonempty_range, nonempty_span};
 use crate::descent::plan::{Planner, Sub, fork_here};
 use crate::descent::prelift::{leaf_lift, lift_targets};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::hash::{Hash, branch_hash};
 use crate::key::Key;
-use crate::lift::{Lift, lift_all};
+use crate::lift::{Lift, lift_tagged};
 use crate::node::Node;
 use crate::sum;
 
@@ -217,10 +217,8 @@ fn lift_leaves<R: NodeSource>(p: &Planner<'_, R>, level: usize, items: &[Item<'_
             None => pending.push((i, leaf_lift(&items[i], to))),
         }
     }
-    let mut lifts: Vec<Lift> = pending.iter().map(|(_, lift)| *lift).collect();
-    lift_all(&mut lifts);
-    for ((i, _), lift) in pending.iter().zip(&lifts) {
-        hashes[*i] = lift.hash;
+    for (i, lift) in lift_tagged(pending) {
+        hashes[i] = lift.hash;
     }
     hashes
 }
@@ -233,16 +231,13 @@ fn build_lifted<'a, R: NodeSource>(
     items: &[Item<'a>],
     lifted: &[Hash],
 ) -> Result<Sub<'a>, PlanError> {
-    let Some(first) = items.iter().position(|it| !it.leaf.is_empty()) else {
+    let Some(span) = nonempty_range(items) else {
         return Ok(Sub::Empty);
     };
-    let last = items
-        .iter()
-        .rposition(|it| !it.leaf.is_empty())
-        .unwrap_or(first);
-    let head = items[first];
-    let Some(split_level) = head.key.first_difference(&items[last].key) else {
-        let hash = lifted[first];
+    let (items, lifted) = (&items[span.clone()], &lifted[span]);
+    let head = items[0];
+    let Some(split_level) = head.key.first_difference(&items[items.len() - 1].key) else {
+        let hash = lifted[0];
         p.insert(
             level,
             &head.key,
@@ -258,7 +253,6 @@ fn build_lifted<'a, R: NodeSource>(
             leaf: head.leaf,
         });
     };
-    let (items, lifted) = (&items[first..=last], &lifted[first..=last]);
     let split = items.partition_point(|it| !it.key.bit(split_level));
     let l = build_lifted(p, split_level + 1, &items[..split], &lifted[..split])?;
     let r = build_lifted(p, split_level + 1, &items[split..], &lifted[split..])?;

@@ -42,9 +42,14 @@ pub(crate) fn batch_sum(items: &[Item<'_>]) -> Result<u64, PlanError> {
 /// The run of `items` from the first to the last non-empty leaf (deletes
 /// outside it build nothing), or `None` when every item deletes.
 pub(crate) fn nonempty_span<'s, 'a>(items: &'s [Item<'a>]) -> Option<&'s [Item<'a>]> {
+    items.get(nonempty_range(items)?)
+}
+
+/// The positions of [`nonempty_span`] in `items`.
+pub(crate) fn nonempty_range(items: &[Item<'_>]) -> Option<std::ops::RangeInclusive<usize>> {
     let first = items.iter().position(|it| !it.leaf.is_empty())?;
     let last = items.iter().rposition(|it| !it.leaf.is_empty())?;
-    items.get(first..=last)
+    Some(first..=last)
 }
 
 /// Keys sorted in tree order without duplicates.

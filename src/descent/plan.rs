@@ -188,6 +188,30 @@ pub(crate) fn fork_here(items: usize, forked: bool) -> bool {
     threads >= 2
 }
 
+/// Runs `left` on a scoped second thread and `right` on this one; the
+/// second thread's hashes count on this thread
+/// ([`hash_calls`](crate::hash::hash_calls)). A panic on either side
+/// resumes here.
+pub(crate) fn on_two_threads<A: Send, B>(
+    left: impl FnOnce() -> A + Send,
+    right: impl FnOnce() -> B,
+) -> (A, B) {
+    let (a, calls, b) = std::thread::scope(|scope| {
+        let handle = scope.spawn(move || {
+            let before = hash_calls();
+            let a = left();
+            (a, hash_calls().wrapping_sub(before))
+        });
+        let b = right();
+        match handle.join() {
+            Ok((a, calls)) => (a, calls, b),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    add_hash_calls(calls);
+    (a, b)
+}
+
 impl<'a, R: NodeSource + Sync> Planner<'a, R> {
     /// Runs `left` on a second thread and `right` on this one, each with a
     /// planner of its own over the same source, and queues their changes
@@ -199,27 +223,15 @@ impl<'a, R: NodeSource + Sync> Planner<'a, R> {
         left: impl FnOnce(&mut Planner<'a, R>) -> A + Send,
         right: impl FnOnce(&mut Planner<'a, R>) -> B,
     ) -> (A, B) {
-        let source = self.source;
-        let (left_lifted, right_lifted) = (self.lifted.clone(), self.lifted.clone());
-        let (a, lp, calls, b, rp) = std::thread::scope(|scope| {
-            let handle = scope.spawn(move || {
-                let before = hash_calls();
-                let mut lp = Planner::new(source);
-                lp.forked = true;
-                lp.lifted = left_lifted;
-                let a = left(&mut lp);
-                (a, lp, hash_calls().wrapping_sub(before))
-            });
-            let mut rp = Planner::new(source);
-            rp.forked = true;
-            rp.lifted = right_lifted;
-            let b = right(&mut rp);
-            match handle.join() {
-                Ok((a, lp, calls)) => (a, lp, calls, b, rp),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        });
-        add_hash_calls(calls);
+        let half = || {
+            let mut half = Planner::new(self.source);
+            half.forked = true;
+            half.lifted = self.lifted.clone();
+            half
+        };
+        let (mut lp, mut rp) = (half(), half());
+        let ((a, lp), (b, rp)) =
+            on_two_threads(move || (left(&mut lp), lp), move || (right(&mut rp), rp));
         self.absorb(lp);
         self.absorb(rp);
         (a, b)

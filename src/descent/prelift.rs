@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use crate::descent::NodeSource;
 use crate::descent::fate::{Fate, fate};
 use crate::descent::items::Item;
-use crate::descent::plan::fork_here;
+use crate::descent::plan::{fork_here, on_two_threads};
 use crate::empty::is_empty_hash;
-use crate::hash::{Hash, add_hash_calls, hash_calls};
+use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::lift::{Lift, lift_all};
 use crate::node::Node;
@@ -126,21 +126,7 @@ fn lift_split(targets: &[(Item<'_>, usize)]) -> Vec<Lift> {
         return lift(targets);
     }
     let (left, right) = targets.split_at(targets.len() / 2);
-    let halves = std::thread::scope(|scope| {
-        let handle = scope.spawn(move || {
-            let before = hash_calls();
-            let lifts = lift(left);
-            (lifts, hash_calls().wrapping_sub(before))
-        });
-        let right = lift(right);
-        handle.join().map(|left| (left, right))
-    });
-    match halves {
-        Ok(((mut lifts, calls), right)) => {
-            add_hash_calls(calls);
-            lifts.extend(right);
-            lifts
-        }
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    let (mut lifts, right) = on_two_threads(|| lift(left), || lift(right));
+    lifts.extend(right);
+    lifts
 }

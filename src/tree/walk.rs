@@ -6,7 +6,7 @@ use crate::empty::is_empty_hash;
 use crate::error::PlanError;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
-use crate::lift::{Lift, lift_all};
+use crate::lift::{Lift, lift_all, lift_tagged};
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
 use crate::proof::single::Proof;
@@ -46,11 +46,9 @@ pub(crate) fn proofs<R: NodeSource>(
         }
         proofs.push(proof);
     }
-    let mut lifts: Vec<Lift> = pending.iter().map(|(_, lift)| *lift).collect();
-    lift_all(&mut lifts);
-    for ((i, _), lift) in pending.iter().zip(&lifts) {
-        if let Some(proof) = proofs.get_mut(*i) {
-            set_lifted(proof, lift);
+    for (i, lift) in lift_tagged(pending) {
+        if let Some(proof) = proofs.get_mut(i) {
+            set_lifted(proof, &lift);
         }
     }
     Ok(proofs)
