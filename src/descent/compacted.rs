@@ -57,27 +57,14 @@ pub(crate) fn update<'a, R: NodeSource>(
             }
         }
         Node::Branch { left, right, sum } => {
-            let split = items.partition_point(|it| !it.key.bit(level));
             let path = items[0].key;
-            let (l, r) = if split > 0 && split < items.len() && fork_here(items.len(), p.forked) {
-                let (l, r) = p.fork(
-                    |lp| update(lp, level + 1, *left, &items[..split]),
-                    |rp| update(rp, level + 1, *right, &items[split..]),
-                );
-                (l?, r?)
-            } else {
-                let l = if split > 0 {
-                    update(p, level + 1, *left, &items[..split])?
-                } else {
-                    p.resolve_beside(level + 1, *left, &path.with_bit(level, false), *sum, right)?
-                };
-                let r = if split < items.len() {
-                    update(p, level + 1, *right, &items[split..])?
-                } else {
-                    p.resolve_beside(level + 1, *right, &path.with_bit(level, true), *sum, left)?
-                };
-                (l, r)
-            };
+            let (l, r) = p.update_children(
+                level,
+                items,
+                (*left, *right, *sum),
+                |bit| path.with_bit(level, bit),
+                update,
+            )?;
             let (new, node) = join(level, l, r)?;
             if new.hash(level) == hash {
                 return Ok(new);

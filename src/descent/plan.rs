@@ -177,6 +177,11 @@ pub fn set_descent_threads(threads: usize) {
 }
 
 /// True when a subtree with `items` items should be split across threads.
+/// A layout's descent step: rewrites the subtree at a level whose stored
+/// hash is given so that it holds the items.
+pub(crate) type UpdateFn<'a, R> =
+    fn(&mut Planner<'a, R>, usize, Hash, &[Item<'a>]) -> Result<Sub<'a>, PlanError>;
+
 pub(crate) fn fork_here(items: usize, forked: bool) -> bool {
     if forked || items < PARALLEL_MIN_ITEMS {
         return false;
@@ -235,6 +240,42 @@ impl<'a, R: NodeSource + Sync> Planner<'a, R> {
         self.absorb(lp);
         self.absorb(rp);
         (a, b)
+    }
+
+    /// The new children of the stored branch `(left, right, sum)` at
+    /// `level` for `items` (non-empty, sorted, sharing the bits above
+    /// `level`): a side the items reach is rewritten by `update`, the
+    /// other is resolved beside it at the path `beside(bit)` names; both
+    /// sides run on two threads when [`fork_here`] says so. One walk for
+    /// both layouts' descents.
+    pub fn update_children(
+        &mut self,
+        level: usize,
+        items: &[Item<'a>],
+        (left, right, sum): (Hash, Hash, u64),
+        beside: impl Fn(bool) -> Key,
+        update: UpdateFn<'a, R>,
+    ) -> Result<(Sub<'a>, Sub<'a>), PlanError> {
+        let split = items.partition_point(|it| !it.key.bit(level));
+        let next = level.saturating_add(1);
+        if split > 0 && split < items.len() && fork_here(items.len(), self.forked) {
+            let (l, r) = self.fork(
+                |lp| update(lp, next, left, &items[..split]),
+                |rp| update(rp, next, right, &items[split..]),
+            );
+            return Ok((l?, r?));
+        }
+        let l = if split > 0 {
+            update(self, next, left, &items[..split])?
+        } else {
+            self.resolve_beside(next, left, &beside(false), sum, &right)?
+        };
+        let r = if split < items.len() {
+            update(self, next, right, &items[split..])?
+        } else {
+            self.resolve_beside(next, right, &beside(true), sum, &left)?
+        };
+        Ok((l, r))
     }
 
     /// Appends `other`'s changes to this planner's; takes its vectors

@@ -859,58 +859,67 @@ mod tests {
         let proof = MultiProof::from_source(&t.cache, &t.root, &[t.a.0]).unwrap();
         let bytes = proof.encode();
         assert_eq!(proof.sibling_count(), 256);
-        assert_eq!(
-            MultiProof::decode(&bytes[..bytes.len() - 1]),
-            Err(MultiDecodeError::Truncated {
-                needed: bytes.len(),
-                got: bytes.len() - 1
-            })
-        );
-        let mut long = bytes.clone();
-        long.push(0);
-        assert_eq!(
-            MultiProof::decode(&long),
-            Err(MultiDecodeError::TrailingBytes { extra: 1 })
-        );
-        // 255 siblings leave one padding bit.
-        let mut short = bytes.clone();
-        short[14] = 0;
-        short[15] = 255;
-        assert_eq!(
-            MultiProof::decode(&short),
-            Err(MultiDecodeError::NonZeroPadding)
-        );
         // a's proof has two explicit siblings (levels 1 and 2).
         assert_eq!(proof.explicit_siblings().len(), 2);
-        let mut count = bytes.clone();
-        count[23] = 1;
-        count.truncate(bytes.len() - NODE_LEN);
-        assert_eq!(
-            MultiProof::decode(&count),
-            Err(MultiDecodeError::CountMismatch {
-                explicit: 1,
-                expected: 2
-            })
-        );
-        let mut count = bytes.clone();
-        count[23] = 3;
-        count.extend_from_slice(&[7; NODE_LEN]);
-        assert_eq!(
-            MultiProof::decode(&count),
-            Err(MultiDecodeError::CountMismatch {
-                explicit: 3,
-                expected: 2
-            })
-        );
-        let mut range = bytes.clone();
-        range[14] = 2; // 512 siblings for one key
-        assert_eq!(
-            MultiProof::decode(&range),
-            Err(MultiDecodeError::SiblingCountOutOfRange {
-                keys: 1,
-                siblings: 512
-            })
-        );
+        // Each case: an edit of the encoding, and the error it must give.
+        type Edit = fn(&mut Vec<u8>);
+        let cases: [(&str, Edit, MultiDecodeError); 6] = [
+            (
+                "truncated",
+                |b| drop(b.pop()),
+                MultiDecodeError::Truncated {
+                    needed: bytes.len(),
+                    got: bytes.len() - 1,
+                },
+            ),
+            (
+                "trailing",
+                |b| b.push(0),
+                MultiDecodeError::TrailingBytes { extra: 1 },
+            ),
+            // 255 siblings leave one padding bit.
+            (
+                "padding",
+                |b| (b[14], b[15]) = (0, 255),
+                MultiDecodeError::NonZeroPadding,
+            ),
+            (
+                "fewer explicit",
+                |b| {
+                    b[23] = 1;
+                    b.truncate(b.len() - NODE_LEN);
+                },
+                MultiDecodeError::CountMismatch {
+                    explicit: 1,
+                    expected: 2,
+                },
+            ),
+            (
+                "more explicit",
+                |b| {
+                    b[23] = 3;
+                    b.extend_from_slice(&[7; NODE_LEN]);
+                },
+                MultiDecodeError::CountMismatch {
+                    explicit: 3,
+                    expected: 2,
+                },
+            ),
+            // 512 siblings for one key.
+            (
+                "range",
+                |b| b[14] = 2,
+                MultiDecodeError::SiblingCountOutOfRange {
+                    keys: 1,
+                    siblings: 512,
+                },
+            ),
+        ];
+        for (name, edit, want) in cases {
+            let mut edited = bytes.clone();
+            edit(&mut edited);
+            assert_eq!(MultiProof::decode(&edited), Err(want), "{name}");
+        }
         // An explicit empty subtree decodes, but is not canonical.
         let mut bad = proof.clone();
         bad.bits[1] &= !1; // sibling 8: level 9 on a's chain

@@ -106,7 +106,12 @@ impl UpdateProof {
         old_root: &ComputedNode,
         batch: &[(Key, Leaf)],
     ) -> Result<ComputedNode, UpdateProofError> {
-        let items = last_wins(batch);
+        // In tree order, one entry per key, the last occurrence winning, as
+        // `insert_many` prepares it (tests/multiproof.rs repeats keys).
+        let items: Vec<(Key, &Leaf)> = crate::descent::prepare(batch)
+            .into_iter()
+            .map(|item| (item.key, item.leaf))
+            .collect();
         if items.len() != self.old_leaves.len() {
             return Err(UpdateProofError::LeafCountMismatch {
                 keys: items.len(),
@@ -184,36 +189,5 @@ impl UpdateProof {
             return Err(MultiDecodeError::TrailingBytes { extra: rest.len() });
         }
         Ok(UpdateProof { proof, old_leaves })
-    }
-}
-
-/// The batch in tree order with one entry per key, the last occurrence
-/// winning, as `Tree::insert_many` prepares it.
-fn last_wins(batch: &[(Key, Leaf)]) -> Vec<(Key, &Leaf)> {
-    crate::descent::prepare(batch)
-        .into_iter()
-        .map(|item| (item.key, item.leaf))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn last_occurrence_wins() {
-        let k = Key([1; 32]);
-        let batch = vec![
-            (k, Leaf::new(b"first".to_vec(), 1)),
-            (Key([2; 32]), Leaf::new(b"x".to_vec(), 5)),
-            (k, Leaf::new(b"second".to_vec(), 2)),
-        ];
-        let items = last_wins(&batch);
-        assert_eq!(items.len(), 2);
-        let hit = items
-            .iter()
-            .find(|(key, _)| *key == k)
-            .map(|(_, l)| l.value());
-        assert_eq!(hit, Some(&b"second"[..]));
     }
 }

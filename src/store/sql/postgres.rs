@@ -250,20 +250,7 @@ impl Dialect for PgConnection {
         info: NsInfo,
         keys: &[RowKey],
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        let (paths, depths) = key_arrays(keys.iter());
-        space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
-            "SELECT n.path, n.depth, n.body \
-         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
-             SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
-             WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n",
-        )
-        .bind(info.id)
-        .bind(paths)
-        .bind(depths)
-        .fetch_all(&mut *self)
-        .await?;
-        Ok(keyed_rows(rows).collect())
+        read_keyed(self, space, READ_ROWS, info.id, keys, None).await
     }
 
     async fn read_rows_at(
@@ -273,26 +260,7 @@ impl Dialect for PgConnection {
         version: i64,
         keys: &[RowKey],
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        let (paths, depths) = key_arrays(keys.iter());
-        space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(
-            "SELECT k.path, k.depth, b.body \
-         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
-             (SELECT m.body FROM ms_smt_strata m WHERE m.ns = $1 AND m.path = k.path \
-                AND m.depth = k.depth AND m.version <= $4 OFFSET 0) \
-           UNION ALL \
-             (SELECT h.body FROM ms_smt_history h WHERE h.ns = $1 AND h.path = k.path \
-                AND h.depth = k.depth AND h.from_version <= $4 AND h.to_version > $4 \
-              OFFSET 0) \
-           LIMIT 1) AS b",
-        )
-        .bind(info.id)
-        .bind(paths)
-        .bind(depths)
-        .bind(version)
-        .fetch_all(&mut *self)
-        .await?;
-        Ok(keyed_rows(rows).collect())
+        read_keyed(self, space, READ_ROWS_AT, info.id, keys, Some(version)).await
     }
 
     /// Writes a merge's row changes and the new root (`None`: empty) in ONE
@@ -471,6 +439,46 @@ fn sibling_sql(k: &str, d: &str) -> String {
 }
 
 /// The row keys as two parallel arrays (paths, depths).
+/// The current rows at the keys `$2`/`$3` of namespace `$1`.
+const READ_ROWS: &str = "SELECT n.path, n.depth, n.body \
+         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
+             SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
+             WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n";
+
+/// The rows at the keys `$2`/`$3` of namespace `$1` as they were at
+/// version `$4`: the live row if written at or before it, else the kept
+/// copy current then.
+const READ_ROWS_AT: &str = "SELECT k.path, k.depth, b.body \
+         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
+             (SELECT m.body FROM ms_smt_strata m WHERE m.ns = $1 AND m.path = k.path \
+                AND m.depth = k.depth AND m.version <= $4 OFFSET 0) \
+           UNION ALL \
+             (SELECT h.body FROM ms_smt_history h WHERE h.ns = $1 AND h.path = k.path \
+                AND h.depth = k.depth AND h.from_version <= $4 AND h.to_version > $4 \
+              OFFSET 0) \
+           LIMIT 1) AS b";
+
+/// Runs a row read by key arrays (`$1` namespace, `$2`/`$3` the paths and
+/// depths, `$4` the version when given) in one statement.
+async fn read_keyed(
+    conn: &mut PgConnection,
+    space: &NamespaceState,
+    sql: &str,
+    ns: i64,
+    keys: &[RowKey],
+    version: Option<i64>,
+) -> Res<Vec<(RowKey, Vec<u8>)>> {
+    let (paths, depths) = key_arrays(keys.iter());
+    space.counters.round_trip(1);
+    let query = sqlx::query_as(sql).bind(ns).bind(paths).bind(depths);
+    let query = match version {
+        Some(v) => query.bind(v),
+        None => query,
+    };
+    let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = query.fetch_all(&mut *conn).await?;
+    Ok(keyed_rows(rows).collect())
+}
+
 fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec<i32>) {
     keys.map(|k| {
         (

@@ -442,6 +442,45 @@ impl Dialect for SqliteConnection {
     }
 }
 
+/// The arguments of a packed statement for one chunk: `?1` namespace,
+/// `?2`-`?4` the packed keys, with `bodies` `?5`-`?7` the packed bodies,
+/// then `extra` in order.
+fn packed_args<'q>(ns: i64, chunk: &'q PackedRows, bodies: bool, extra: &[i64]) -> Vec<Arg<'q>> {
+    let mut args = vec![
+        Arg::Int(ns),
+        Arg::Int(count(chunk.len)),
+        Arg::Bytes(&chunk.path),
+        Arg::Bytes(&chunk.depth),
+    ];
+    if bodies {
+        args.extend([
+            Arg::Bytes(&chunk.body),
+            Arg::Bytes(&chunk.body_at),
+            Arg::Bytes(&chunk.body_len),
+        ]);
+    }
+    args.extend(extra.iter().map(|v| Arg::Int(*v)));
+    args
+}
+
+/// Runs a packed statement that returns nothing once per chunk of `rows`
+/// (arguments as [`packed_args`]).
+async fn execute_packed<'a>(
+    conn: &mut SqliteConnection,
+    space: &NamespaceState,
+    ns: i64,
+    sql: &str,
+    rows: impl IntoIterator<Item = (&'a RowKey, &'a [u8])>,
+    bodies: bool,
+    extra: &[i64],
+) -> Res<()> {
+    for chunk in PackedRows::chunks(rows) {
+        space.counters.round_trip(1);
+        Dialect::execute(&mut *conn, sql, &packed_args(ns, &chunk, bodies, extra)).await?;
+    }
+    Ok(())
+}
+
 /// Runs a packed row read (`?1` namespace, `?2`-`?4` the packed keys,
 /// `?5` the version when given), a statement per chunk of keys.
 async fn read_packed(
@@ -453,18 +492,11 @@ async fn read_packed(
     version: Option<i64>,
 ) -> Res<Vec<(RowKey, Vec<u8>)>> {
     let mut out = Vec::with_capacity(keys.len());
+    let extra: Vec<i64> = version.into_iter().collect();
     for chunk in PackedRows::chunks(keys.iter().map(|k| (k, &[][..]))) {
         space.counters.round_trip(1);
-        let query = sqlx::query_as(sql)
-            .bind(ns)
-            .bind(count(chunk.len))
-            .bind(chunk.path)
-            .bind(chunk.depth);
-        let query = match version {
-            Some(v) => query.bind(v),
-            None => query,
-        };
-        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = query.fetch_all(&mut *conn).await?;
+        let args = packed_args(ns, &chunk, false, &extra);
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(&mut *conn, sql, &args).await?;
         out.extend(keyed_rows(rows));
     }
     Ok(out)
@@ -492,19 +524,7 @@ async fn keep_for_pins(
     let keys = changes.iter().map(|c| match c {
         RowChange::Put(key, _) | RowChange::Delete(key) => (key, &[][..]),
     });
-    for chunk in PackedRows::chunks(keys) {
-        space.counters.round_trip(1);
-        sqlx::query(&sql)
-            .bind(ns)
-            .bind(count(chunk.len))
-            .bind(chunk.path)
-            .bind(chunk.depth)
-            .bind(version)
-            .bind(max_pin)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(())
+    execute_packed(conn, space, ns, &sql, keys, false, &[version, max_pin]).await
 }
 
 /// A merge's row changes: one packed upsert of the rows that changed, one
@@ -532,20 +552,7 @@ async fn write_rows(
         RowChange::Put(key, body) => Some((key, body.as_slice())),
         RowChange::Delete(_) => None,
     });
-    for chunk in PackedRows::chunks(puts) {
-        space.counters.round_trip(1);
-        sqlx::query(&put_sql)
-            .bind(ns)
-            .bind(count(chunk.len))
-            .bind(chunk.path)
-            .bind(chunk.depth)
-            .bind(chunk.body)
-            .bind(chunk.body_at)
-            .bind(chunk.body_len)
-            .bind(version)
-            .execute(&mut *conn)
-            .await?;
-    }
+    execute_packed(conn, space, ns, &put_sql, puts, true, &[version]).await?;
     let delete_sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
          k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
@@ -556,15 +563,5 @@ async fn write_rows(
         RowChange::Delete(key) => Some((key, &[][..])),
         RowChange::Put(..) => None,
     });
-    for chunk in PackedRows::chunks(deletes) {
-        space.counters.round_trip(1);
-        sqlx::query(&delete_sql)
-            .bind(ns)
-            .bind(count(chunk.len))
-            .bind(chunk.path)
-            .bind(chunk.depth)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(())
+    execute_packed(conn, space, ns, &delete_sql, deletes, false, &[]).await
 }
