@@ -151,22 +151,32 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 if same {
                     continue;
                 }
-                match theirs {
-                    Subtree::Branch(_) => ask.push((*pos, wanted)),
-                    Subtree::Empty => {
-                        self.drop_local(&local, pos, None, &mut batch)
-                            .await
-                            .map_err(SyncError::Local)?;
+                let keep = match theirs {
+                    Subtree::Branch(_) => {
+                        ask.push((*pos, wanted));
+                        continue;
                     }
-                    Subtree::Leaf { key, leaf } => {
-                        let held = self
-                            .drop_local(&local, pos, Some((key, leaf)), &mut batch)
-                            .await
-                            .map_err(SyncError::Local)?;
-                        if !held {
-                            batch.push((*key, leaf.clone()));
+                    Subtree::Empty => None,
+                    Subtree::Leaf { key, leaf } => Some((key, leaf)),
+                };
+                // What the local side holds here is known without a read
+                // unless it is a branch.
+                let held = match &mine {
+                    Subtree::Empty => false,
+                    Subtree::Leaf { key, leaf } => match keep {
+                        Some((k, l)) if k == key => l == leaf,
+                        _ => {
+                            batch.push((*key, Leaf::empty()));
+                            false
                         }
-                    }
+                    },
+                    Subtree::Branch(_) => self
+                        .drop_local(&local, pos, keep, &mut batch)
+                        .await
+                        .map_err(SyncError::Local)?,
+                };
+                if let (Some((key, leaf)), false) = (keep, held) {
+                    batch.push((*key, leaf.clone()));
                 }
             }
             if ask.is_empty() {
