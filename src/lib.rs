@@ -24,6 +24,9 @@
 //!   ([`View::copy_to`], [`View::copy_filter_to`]), verifiable export and
 //!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
 //!   ([`View::subtree`]).
+//! * Federation over HTTP (feature `http`): `federation::router` serves a
+//!   SQL database's namespaces as JSON, and `federation::HttpPeer` syncs a
+//!   local tree from one, fetching only the subtrees that differ.
 //!
 //! ```
 //! use ms_smt::{CompactedTree, Key, Leaf, store::MemoryStore};
@@ -50,6 +53,8 @@ mod error;
 pub mod failpoint;
 #[cfg(not(feature = "failpoints"))]
 mod failpoint;
+#[cfg(feature = "http")]
+pub mod federation;
 mod hash;
 mod key;
 mod layout;

@@ -40,6 +40,8 @@ pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use sql::Dialect;
 #[cfg(feature = "postgres")]
 pub use sql::{PostgresStore, PostgresTxStore};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -136,6 +136,24 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             .remove(0))
     }
 
+    /// The root, the leaf at `key` (the empty leaf when absent) and its
+    /// proof, from one read: the three always belong together, whatever
+    /// writers do meanwhile.
+    pub async fn leaf_with_proof(&self, key: &Key) -> Res<(ComputedNode, Leaf, Proof), S> {
+        self.tree
+            .read_all(
+                self.target,
+                std::slice::from_ref(key),
+                false,
+                |cache, root| {
+                    let mut proof = Proof::empty();
+                    let leaf = walk::walk(cache, root, key, Some(&mut proof))?;
+                    Ok((*root, leaf, proof))
+                },
+            )
+            .await
+    }
+
     /// Proofs for `keys`, in order, read in one descent.
     pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
         // A sibling's sum is its parent's minus the path child's: the path

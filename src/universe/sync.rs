@@ -8,8 +8,11 @@
 //! against it with [`Subtree::check_children`], so a peer cannot slip in
 //! anything its root does not commit to. Level by level, subtrees whose
 //! hash equals the local one are dropped; the rest are asked for, until
-//! each differing subtree is empty or a single leaf. Then one
-//! `insert_many` applies the differences. Cost: O(d · depth) subtrees
+//! each differing subtree is empty or a single leaf. Where the peer has
+//! an empty or one-leaf subtree over a local compacted branch, the local
+//! side splits it and looks one level further down on its next read
+//! (batched with the rest), rather than listing that branch's leaves one
+//! query each. Then one `insert_many` applies the differences. Cost: O(d · depth) subtrees
 //! fetched for d differing leaves, in at most `depth` requests.
 //!
 //! ```text
@@ -25,8 +28,8 @@ use std::future::Future;
 
 use crate::descent::Subtree;
 use crate::error::TreeError;
-use crate::key::Key;
-use crate::layout::Layout;
+use crate::key::{Key, MAX_LEVEL};
+use crate::layout::{Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
@@ -130,72 +133,100 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             Subtree::Branch(*root)
         };
         // Each frontier entry: a position, the peer's subtree there, and
-        // its (hash, sum), computed once (a leaf's costs up to 256 hashes).
-        let mut frontier = vec![(Position::ROOT, top, *root)];
+        // its (hash, sum) when the peer sent it (computed once: a leaf's
+        // costs up to 256 hashes); `None` for the halves of a peer's empty
+        // or one-leaf subtree split locally (see below).
+        let mut frontier = vec![(Position::ROOT, top, Some(*root))];
         while !frontier.is_empty() {
             let positions: Vec<Position> = frontier.iter().map(|(p, _, _)| *p).collect();
             let mine = local.subtrees(&positions).await.map_err(SyncError::Local)?;
             report.local_reads = report.local_reads.saturating_add(1);
             let mut ask: Vec<(Position, ComputedNode)> = Vec::new();
+            let mut next = Vec::new();
             for ((pos, theirs, wanted), mine) in frontier.iter().zip(mine) {
                 let level = pos.level();
-                let wanted = *wanted;
                 let same = match (theirs, &mine) {
                     (Subtree::Empty, Subtree::Empty) => true,
                     (Subtree::Leaf { key, leaf }, Subtree::Leaf { key: k, leaf: l }) => {
                         key == k && leaf == l
                     }
                     (_, Subtree::Empty) | (Subtree::Empty, _) => false,
-                    _ => wanted == mine.computed(level),
+                    _ => wanted.is_some_and(|w| w == mine.computed(level)),
                 };
                 if same {
                     continue;
                 }
-                match theirs {
-                    Subtree::Branch(_) => ask.push((*pos, wanted)),
-                    Subtree::Empty => {
-                        self.drop_local(&local, pos, None, &mut batch)
-                            .await
-                            .map_err(SyncError::Local)?;
+                let keep = match theirs {
+                    Subtree::Branch(c) => {
+                        ask.push((*pos, *c));
+                        continue;
                     }
-                    Subtree::Leaf { key, leaf } => {
-                        let held = self
-                            .drop_local(&local, pos, Some((key, leaf)), &mut batch)
-                            .await
-                            .map_err(SyncError::Local)?;
-                        if !held {
-                            batch.push((*key, leaf.clone()));
+                    Subtree::Empty => None,
+                    Subtree::Leaf { key, leaf } => Some((key, leaf)),
+                };
+                // What the local side holds here is known without a read
+                // unless it is a branch.
+                let held = match &mine {
+                    Subtree::Empty => false,
+                    Subtree::Leaf { key, leaf } => match keep {
+                        Some((k, l)) if k == key => l == leaf,
+                        _ => {
+                            batch.push((*key, Leaf::empty()));
+                            false
                         }
+                    },
+                    // A compacted branch holds two or more leaves: split
+                    // the peer's side here and compare both halves on the
+                    // next level's read, one read for all such branches.
+                    Subtree::Branch(_) if L::KIND == LayoutKind::Compacted && level < MAX_LEVEL => {
+                        for right in [false, true] {
+                            let half = match keep {
+                                Some((key, leaf)) if key.bit(level) == right => Subtree::Leaf {
+                                    key: *key,
+                                    leaf: leaf.clone(),
+                                },
+                                _ => Subtree::Empty,
+                            };
+                            next.push((pos.child(right), half, None));
+                        }
+                        continue;
                     }
+                    Subtree::Branch(_) => self
+                        .drop_local(&local, pos, keep, &mut batch)
+                        .await
+                        .map_err(SyncError::Local)?,
+                };
+                if let (Some((key, leaf)), false) = (keep, held) {
+                    batch.push((*key, leaf.clone()));
                 }
             }
-            if ask.is_empty() {
-                break;
+            if !ask.is_empty() {
+                let prefixes: Vec<Position> = ask.iter().map(|(p, _)| *p).collect();
+                let answers = peer
+                    .children(root, &prefixes)
+                    .await
+                    .map_err(SyncError::Peer)?;
+                report.requests = report.requests.saturating_add(1);
+                if answers.len() != ask.len() {
+                    return Err(SyncError::WrongCount {
+                        asked: ask.len(),
+                        answered: answers.len(),
+                    });
+                }
+                report.fetched = report
+                    .fetched
+                    .saturating_add(2u64.saturating_mul(answers.len() as u64));
+                next.reserve(answers.len().saturating_mul(2));
+                for ((pos, parent), pair) in ask.into_iter().zip(answers) {
+                    let Some([l, r]) = Subtree::checked_children(&pos, &parent, &pair) else {
+                        return Err(SyncError::BadChildren { position: pos });
+                    };
+                    let [left, right] = pair;
+                    next.push((pos.child(false), left, Some(l)));
+                    next.push((pos.child(true), right, Some(r)));
+                }
             }
-            let prefixes: Vec<Position> = ask.iter().map(|(p, _)| *p).collect();
-            let answers = peer
-                .children(root, &prefixes)
-                .await
-                .map_err(SyncError::Peer)?;
-            report.requests = report.requests.saturating_add(1);
-            if answers.len() != ask.len() {
-                return Err(SyncError::WrongCount {
-                    asked: ask.len(),
-                    answered: answers.len(),
-                });
-            }
-            report.fetched = report
-                .fetched
-                .saturating_add(2u64.saturating_mul(answers.len() as u64));
-            frontier = Vec::with_capacity(answers.len().saturating_mul(2));
-            for ((pos, parent), pair) in ask.into_iter().zip(answers) {
-                let Some([l, r]) = Subtree::checked_children(&pos, &parent, &pair) else {
-                    return Err(SyncError::BadChildren { position: pos });
-                };
-                let [left, right] = pair;
-                frontier.push((pos.child(false), left, l));
-                frontier.push((pos.child(true), right, r));
-            }
+            frontier = next;
         }
         for (_, leaf) in &batch {
             if leaf.is_empty() {

@@ -126,6 +126,13 @@ impl<C: Dialect> SqlStore<C> {
         &self.space.name
     }
 
+    /// True when this namespace exists in the database (its first write
+    /// created it); a server answers reads of other names "not found".
+    pub async fn exists(&self) -> Res<bool> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(ops::load_state(&mut *conn, &self.space).await?.is_some())
+    }
+
     /// The pool.
     pub fn pool(&self) -> &sqlx::Pool<C::Database> {
         &self.pool

@@ -16,6 +16,7 @@ mod space;
 mod sqlite;
 mod tx;
 
+pub(crate) use dialect::Dialect;
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
 #[cfg(feature = "postgres")]

@@ -1,0 +1,268 @@
+//! The federation server: an axum [`Router`] over the namespaces of one
+//! SQL database, serving inserts, roots, proofs and the `children` reads
+//! that [`Tree::sync_from`](crate::Tree::sync_from) needs.
+//!
+//! Every namespace the server has touched keeps one handle (its remembered
+//! nodes serve every request) and, once written to, one coalescing
+//! [`Writer`]: concurrent `POST /leaves` requests share descents and
+//! commits. Bodies are parsed here, not by axum's extractors, so every
+//! refusal (bad JSON or hex, a wrong length, a body over the limit, an
+//! unknown namespace, route or method) is a 4xx with `{"error": "..."}`,
+//! and nothing of a refused request is written.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+
+use super::wire::{
+    ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut, WireError,
+    check_namespace, decode_key,
+};
+use crate::error::TreeError;
+use crate::layout::Compacted;
+use crate::store::{Dialect, SqlStore, SqlStoreError};
+use crate::tree::{CompactedTree, SubmitError, Writer, WriterConfig};
+
+/// Default [`ServerConfig::body_limit`]: 16 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
+
+/// What a server accepts and how it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Request bodies larger than this are refused (413).
+    pub body_limit: usize,
+    /// Prefixes at most in one `children` request (more: 400).
+    pub max_prefixes: usize,
+    /// The writers' grouping.
+    pub writer: WriterConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            body_limit: DEFAULT_BODY_LIMIT,
+            max_prefixes: DEFAULT_MAX_PREFIXES,
+            writer: WriterConfig::default(),
+        }
+    }
+}
+
+/// Why a request was refused or failed; answered as `{"error": "..."}`
+/// with the status [`ServeError::status`] gives.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A body, field or name is not valid (400).
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The body could not be read: over the limit (413) or cut short.
+    #[error("request body: {0}")]
+    Body(#[from] BytesRejection),
+    /// The path does not parse (400).
+    #[error("request path: {0}")]
+    Path(#[from] PathRejection),
+    /// A read named a namespace the database does not have (404).
+    #[error("no namespace named {name:?}")]
+    UnknownNamespace {
+        /// The name.
+        name: String,
+    },
+    /// A `children` request named more prefixes than the server takes (400).
+    #[error("{asked} prefixes in one request; at most {limit}")]
+    TooManyPrefixes {
+        /// Prefixes asked about.
+        asked: usize,
+        /// [`ServerConfig::max_prefixes`].
+        limit: usize,
+    },
+    /// The tree failed or refused (409 when the root moved, 400 for a
+    /// prefix at the leaves, 422 for a sum overflow, else 500).
+    #[error(transparent)]
+    Tree(#[from] TreeError<SqlStoreError>),
+    /// The writer did not take the leaves (422 when rejected, else 503).
+    #[error(transparent)]
+    Submit(#[from] SubmitError<SqlStoreError>),
+    /// No such route (404).
+    #[error("no such route")]
+    NoRoute,
+    /// The route exists, the method does not (405).
+    #[error("method not allowed")]
+    Method,
+}
+
+impl ServeError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServeError::Wire(_) | ServeError::TooManyPrefixes { .. } => StatusCode::BAD_REQUEST,
+            ServeError::Body(r) => r.status(),
+            ServeError::Path(r) => r.status(),
+            ServeError::UnknownNamespace { .. } | ServeError::NoRoute => StatusCode::NOT_FOUND,
+            ServeError::Method => StatusCode::METHOD_NOT_ALLOWED,
+            ServeError::Tree(TreeError::RootMoved { .. }) => StatusCode::CONFLICT,
+            ServeError::Tree(TreeError::NoChildren { .. }) => StatusCode::BAD_REQUEST,
+            ServeError::Tree(TreeError::Plan(_)) | ServeError::Submit(SubmitError::Rejected(_)) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            ServeError::Tree(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ServeError::Submit(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl IntoResponse for ServeError {
+    fn into_response(self) -> Response {
+        let body = ErrorOut {
+            error: self.to_string(),
+        };
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+/// One namespace as the server holds it.
+struct Space<C: Dialect> {
+    tree: CompactedTree<SqlStore<C>>,
+    writer: OnceLock<Writer<SqlStore<C>, Compacted>>,
+}
+
+/// What every handler shares.
+struct Shared<C: Dialect> {
+    store: SqlStore<C>,
+    config: ServerConfig,
+    spaces: Mutex<HashMap<String, Arc<Space<C>>>>,
+}
+
+type Api<T> = Result<Json<T>, ServeError>;
+
+impl<C: Dialect> Shared<C> {
+    /// The namespace `name`; for reads (`create` false) only if the
+    /// database has it. Unknown names are not remembered.
+    async fn space(&self, name: &str, create: bool) -> Result<Arc<Space<C>>, ServeError> {
+        check_namespace(name)?;
+        if let Some(space) = self.lock().get(name) {
+            return Ok(space.clone());
+        }
+        let store = self.store.open_namespace(name);
+        if !create && !store.exists().await.map_err(TreeError::Store)? {
+            return Err(ServeError::UnknownNamespace {
+                name: name.to_owned(),
+            });
+        }
+        let space = Arc::new(Space {
+            tree: CompactedTree::new(store),
+            writer: OnceLock::new(),
+        });
+        Ok(self.lock().entry(name.to_owned()).or_insert(space).clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Space<C>>>> {
+        self.spaces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The body as `T`, or the refusal.
+fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ServeError> {
+    Ok(serde_json::from_slice(&body?).map_err(WireError::from)?)
+}
+
+async fn leaves<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    ns: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Api<RootOut> {
+    let Path(ns) = ns?;
+    check_namespace(&ns)?;
+    let batch = parse::<Vec<LeafIn>>(body)?
+        .iter()
+        .map(LeafIn::decode)
+        .collect::<Result<Vec<_>, _>>()?;
+    let space = shared.space(&ns, true).await?;
+    if batch.is_empty() {
+        return Ok(Json(RootOut::new(&space.tree.root().await?)));
+    }
+    let writer = space
+        .writer
+        .get_or_init(|| space.tree.writer(shared.config.writer));
+    let receipt = writer.submit(batch).await?;
+    Ok(Json(RootOut::new(&receipt.root)))
+}
+
+async fn root<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    ns: Result<Path<String>, PathRejection>,
+) -> Api<RootOut> {
+    let Path(ns) = ns?;
+    let space = shared.space(&ns, false).await?;
+    Ok(Json(RootOut::new(&space.tree.root().await?)))
+}
+
+async fn proof<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Api<ProofOut> {
+    let Path((ns, key)) = path?;
+    let key = decode_key(&key)?;
+    let space = shared.space(&ns, false).await?;
+    let (root, leaf, proof) = space.tree.view().leaf_with_proof(&key).await?;
+    Ok(Json(ProofOut::new(&root, &leaf, &proof)))
+}
+
+async fn children<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    ns: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Api<ChildrenOut> {
+    let Path(ns) = ns?;
+    check_namespace(&ns)?;
+    let request: ChildrenIn = parse(body)?;
+    let limit = shared.config.max_prefixes;
+    if request.prefixes.len() > limit {
+        return Err(ServeError::TooManyPrefixes {
+            asked: request.prefixes.len(),
+            limit,
+        });
+    }
+    let (root, prefixes) = request.decode()?;
+    let space = shared.space(&ns, false).await?;
+    let pairs = space.tree.view().children(&root, &prefixes).await?;
+    Ok(Json(ChildrenOut::new(&pairs)))
+}
+
+/// The federation API over the namespaces of `store`'s database (see the
+/// module docs and [`wire`](super::wire) for the routes and bodies).
+pub fn router<C: Dialect>(store: SqlStore<C>, config: ServerConfig) -> Router {
+    let shared = Arc::new(Shared {
+        store,
+        config,
+        spaces: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/v1/{ns}/leaves", post(leaves::<C>))
+        .route("/v1/{ns}/root", get(root::<C>))
+        .route("/v1/{ns}/proof/{key}", get(proof::<C>))
+        .route("/v1/{ns}/children", post(children::<C>))
+        .fallback(async || ServeError::NoRoute)
+        .method_not_allowed_fallback(async || ServeError::Method)
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(shared)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,489 @@
+//! Federation over HTTP, on loopback: two servers (real TCP, in process),
+//! a 100,000-leaf namespace synced from one to the other (SQLite to SQLite,
+//! and to Postgres when `MSSMT_PG_URL` is set), then 100 changes synced by
+//! fetching only the subtrees that differ; a lying server is caught and
+//! nothing it sent is kept; bad input gets a 4xx JSON error and writes
+//! nothing.
+#![cfg(all(feature = "http", feature = "sqlite", feature = "postgres"))]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use ms_smt::federation::{HttpPeer, PeerError, ServerConfig, router, serve};
+use ms_smt::store::TreeStore;
+use ms_smt::{CompactedTree, Key, Leaf, SyncError};
+use support::stores::{SqliteDb, pg_store};
+use support::{hkey, unique};
+use tokio::net::TcpListener;
+
+const LEAVES: u64 = 100_000;
+const CHANGED: u64 = 100;
+
+type Raw = Client<HttpConnector, Full<Bytes>>;
+
+/// Serves `app` on a free loopback port until the test ends; its URL.
+async fn start(app: Router) -> String {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(serve(listener, app, std::future::pending()));
+    format!("http://{addr}")
+}
+
+fn raw() -> Raw {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// One raw request: the status, the content type and the body.
+async fn send(client: &Raw, method: Method, url: &str, body: &[u8]) -> (StatusCode, String, Bytes) {
+    let request = Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .expect("request");
+    let response = client.request(request).await.expect("send");
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, kind, body)
+}
+
+fn leaf_of(i: u64) -> (Key, Leaf) {
+    (
+        hkey("fed", i),
+        Leaf::new(i.to_le_bytes().to_vec(), 1 + i % 7),
+    )
+}
+
+/// A SQLite database with `n` leaves in namespace `ns`, and its server.
+async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String) {
+    let db = SqliteDb::open("fed-source").await;
+    let tree = CompactedTree::new(db.store.open_namespace(ns));
+    tree.insert_many((0..n).map(leaf_of)).await.expect("build");
+    let url = start(router(db.store.clone(), config)).await;
+    (db, url)
+}
+
+/// Syncs `local` (served at `local_url`) from `ns` at `from`, then again
+/// after 100 changes there, checking the roots and the cost.
+async fn sync_scenario<S: TreeStore>(
+    kind: &str,
+    from: &str,
+    ns: &str,
+    local: &CompactedTree<S>,
+    local_url: &str,
+    local_ns: &str,
+) {
+    let remote = HttpPeer::new(from, ns).expect("peer");
+    let served = HttpPeer::new(local_url, local_ns).expect("local peer");
+    let start = Instant::now();
+    let full = remote.sync_into(local).await.expect("first sync");
+    let first = remote.stats();
+    eprintln!(
+        "{kind}: first sync of {LEAVES} leaves: {} HTTP requests, {} levels, {} subtrees, \
+         {} bytes in, {} out, {:.2?}",
+        first.requests,
+        full.requests,
+        full.fetched,
+        first.bytes_received,
+        first.bytes_sent,
+        start.elapsed()
+    );
+    let root = remote.root().await.expect("remote root");
+    assert_eq!(full.root, root, "{kind}: synced root");
+    assert_eq!(full.upserts, LEAVES);
+    assert_eq!(served.root().await.expect("served root"), root);
+
+    // 100 changes through the source's writer: replaced, new, deleted.
+    let changes: Vec<(Key, Leaf)> = (0..CHANGED)
+        .map(|i| match i % 3 {
+            0 => (hkey("fed", i * 97), Leaf::new(b"changed".to_vec(), 9)),
+            1 => (hkey("fed-new", i), Leaf::new(b"new".to_vec(), 2)),
+            _ => (hkey("fed", i * 97), Leaf::empty()),
+        })
+        .collect();
+    let changed = remote.insert(&changes).await.expect("insert changes");
+    assert_eq!(remote.root().await.expect("root"), changed);
+    let before = remote.stats();
+    let start = Instant::now();
+    let delta = remote.sync_into(local).await.expect("second sync");
+    let used = remote.stats().since(&before);
+    // ~2 log2 N levels to separate a leaf from its neighbours.
+    let depth = 2 * u64::from(64 - (LEAVES + CHANGED).leading_zeros());
+    eprintln!(
+        "{kind}: sync of {CHANGED} changes: {} HTTP requests, {} levels, {} subtrees, \
+         {} bytes in, {} out, {:.2?} (bounds: {} subtrees, {} requests)",
+        used.requests,
+        delta.requests,
+        delta.fetched,
+        used.bytes_received,
+        used.bytes_sent,
+        start.elapsed(),
+        4 * CHANGED * depth,
+        depth + 2
+    );
+    assert_eq!(delta.root, changed, "{kind}: root after the second sync");
+    assert_eq!(served.root().await.expect("served root"), changed);
+    assert_eq!(delta.upserts + delta.deletes, CHANGED);
+    assert!(delta.fetched <= 4 * CHANGED * depth, "{kind}: {delta:?}");
+    // One root read and one request per level (each under the split).
+    assert!(used.requests <= depth + 2, "{kind}: {used:?}");
+    assert!(used.bytes_received < 2_000_000, "{kind}: {used:?}");
+    // The local server proves a changed leaf as the source does.
+    let (key, leaf) = &changes[0];
+    let (r, l, _) = served.proof(key).await.expect("proof");
+    assert_eq!((r, &l), (changed, leaf));
+    let (key, _) = &changes[2];
+    let (_, l, _) = served.proof(key).await.expect("exclusion proof");
+    assert!(l.is_empty());
+    // In step: one root read, nothing fetched.
+    let again = remote.sync_into(local).await.expect("third sync");
+    assert_eq!((again.requests, again.fetched), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_sqlite_to_sqlite_over_http() {
+    let ns = "assets";
+    let (_src, from) = source(ns, LEAVES, ServerConfig::default()).await;
+    let dest = SqliteDb::open("fed-dest").await;
+    let local_url = start(router(dest.store.clone(), ServerConfig::default())).await;
+    let local = CompactedTree::new(dest.store.open_namespace("mirror"));
+    sync_scenario("sqlite", &from, ns, &local, &local_url, "mirror").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_sqlite_to_postgres_over_http() {
+    let Some(pg) = pg_store("sync_sqlite_to_postgres_over_http").await else {
+        return;
+    };
+    let ns = "assets";
+    let (_src, from) = source(ns, LEAVES, ServerConfig::default()).await;
+    let local_ns = unique("mirror");
+    let local_url = start(router(pg.clone(), ServerConfig::default())).await;
+    let local = CompactedTree::new(pg.open_namespace(&local_ns));
+    sync_scenario("postgres", &from, ns, &local, &local_url, &local_ns).await;
+    local.delete_all().await.expect("clean up");
+}
+
+/// How the lying proxy alters the `children` answer it tampers with.
+#[derive(Clone, Copy, Debug)]
+enum Lie {
+    /// One hex digit of the first branch hash.
+    BranchHash,
+    /// One byte of the first leaf value.
+    LeafValue,
+}
+
+struct Proxy {
+    client: Raw,
+    upstream: String,
+    /// Tamper with the `children` answer of this request (0 = first).
+    nth: u64,
+    seen: AtomicU64,
+    lie: Lie,
+}
+
+/// Forwards to the real server, flipping one byte of one answer.
+async fn lying_children(
+    State(p): State<Arc<Proxy>>,
+    Path(ns): Path<String>,
+    body: Bytes,
+) -> (StatusCode, Bytes) {
+    let url = format!("{}/v1/{ns}/children", p.upstream);
+    let (status, _, answer) = send(&p.client, Method::POST, &url, &body).await;
+    if p.seen.fetch_add(1, Ordering::SeqCst) != p.nth {
+        return (status, answer);
+    }
+    let mut json: serde_json::Value = serde_json::from_slice(&answer).expect("answer");
+    let field = match p.lie {
+        Lie::BranchHash => "hash",
+        Lie::LeafValue => "value",
+    };
+    let target = json["children"]
+        .as_array_mut()
+        .expect("children")
+        .iter_mut()
+        .flat_map(|pair| pair.as_array_mut().expect("pair").iter_mut())
+        .find(|s| {
+            s.get(field)
+                .is_some_and(|v| v.as_str().is_some_and(|h| !h.is_empty()))
+        })
+        .unwrap_or_else(|| panic!("no {field} to tamper with"));
+    let hex = target[field].as_str().expect("hex").to_owned();
+    let flipped = if hex.starts_with('0') { "1" } else { "0" };
+    target[field] = serde_json::Value::String(format!("{flipped}{}", &hex[1..]));
+    (
+        status,
+        Bytes::from(serde_json::to_vec(&json).expect("json")),
+    )
+}
+
+async fn forward_root(State(p): State<Arc<Proxy>>, Path(ns): Path<String>) -> (StatusCode, Bytes) {
+    let url = format!("{}/v1/{ns}/root", p.upstream);
+    let (status, _, answer) = send(&p.client, Method::GET, &url, &[]).await;
+    (status, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_server_is_caught_and_nothing_is_kept() {
+    let ns = "assets";
+    let n = 2_000;
+    let (_src, from) = source(ns, n, ServerConfig::default()).await;
+    let dest = SqliteDb::open("fed-liar-dest").await;
+    let local = CompactedTree::new(dest.store.open_namespace("mirror"));
+    // The local tree has half the leaves and one of its own.
+    local
+        .insert_many(
+            (0..n / 2)
+                .map(leaf_of)
+                .chain([(hkey("mine", 0), Leaf::new(b"m".to_vec(), 1))]),
+        )
+        .await
+        .expect("local leaves");
+    let before = local.root().await.expect("root");
+    for (lie, nth) in [
+        (Lie::BranchHash, 0),
+        (Lie::BranchHash, 5),
+        (Lie::LeafValue, 9),
+    ] {
+        let proxy = Arc::new(Proxy {
+            client: raw(),
+            upstream: from.clone(),
+            nth,
+            seen: AtomicU64::new(0),
+            lie,
+        });
+        let app = Router::new()
+            .route("/v1/{ns}/children", post(lying_children))
+            .route("/v1/{ns}/root", get(forward_root))
+            .with_state(proxy);
+        let liar = HttpPeer::new(&start(app).await, ns).expect("peer");
+        match liar.sync_into(&local).await {
+            Err(SyncError::BadChildren { position }) => {
+                eprintln!("{lie:?} in answer {nth}: caught at {position:?}")
+            }
+            other => panic!("{lie:?} in answer {nth} was accepted: {other:?}"),
+        }
+        assert_eq!(local.root().await.expect("root"), before, "{lie:?}: kept");
+    }
+    // The honest server brings it level.
+    let honest = HttpPeer::new(&from, ns).expect("peer");
+    let report = honest.sync_into(&local).await.expect("sync");
+    assert_eq!(report.root, honest.root().await.expect("root"));
+    assert_eq!((report.upserts, report.deletes), (n / 2, 1));
+}
+
+/// A 4xx with a JSON `{"error": "..."}` body.
+fn refused(what: &str, want: StatusCode, (status, kind, body): (StatusCode, String, Bytes)) {
+    assert_eq!(status, want, "{what}: {}", String::from_utf8_lossy(&body));
+    assert!(
+        kind.starts_with("application/json"),
+        "{what}: content type {kind}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON error body");
+    let error = json["error"].as_str().unwrap_or_default();
+    assert!(!error.is_empty(), "{what}: {json}");
+    eprintln!("{what}: {status} {error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
+    let ns = "assets";
+    let config = ServerConfig {
+        body_limit: 64 << 10,
+        max_prefixes: 16,
+        ..ServerConfig::default()
+    };
+    let (db, url) = source(ns, 100, config).await;
+    let tree = CompactedTree::new(db.store.open_namespace(ns));
+    let root = tree.root().await.expect("root");
+    let c = raw();
+    let at = |path: &str| format!("{url}/v1/{path}");
+    let key = hkey("fed", 1).to_hex();
+    let root_hex = root.hash.to_hex();
+    let sum = root.sum;
+
+    refused(
+        "proof, key not hex",
+        StatusCode::BAD_REQUEST,
+        send(&c, Method::GET, &at("assets/proof/zz"), b"").await,
+    );
+    refused(
+        "proof, key of 31 bytes",
+        StatusCode::BAD_REQUEST,
+        send(
+            &c,
+            Method::GET,
+            &at(&format!("assets/proof/{}", &key[2..])),
+            b"",
+        )
+        .await,
+    );
+    refused(
+        "root, unknown namespace",
+        StatusCode::NOT_FOUND,
+        send(&c, Method::GET, &at("nope/root"), b"").await,
+    );
+    refused(
+        "proof, unknown namespace",
+        StatusCode::NOT_FOUND,
+        send(&c, Method::GET, &at(&format!("nope/proof/{key}")), b"").await,
+    );
+    let children = format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":["00"]}}"#);
+    refused(
+        "children, unknown namespace",
+        StatusCode::NOT_FOUND,
+        send(&c, Method::POST, &at("nope/children"), children.as_bytes()).await,
+    );
+    refused(
+        "children, bad position",
+        StatusCode::BAD_REQUEST,
+        send(
+            &c,
+            Method::POST,
+            &at("assets/children"),
+            format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":["0102"]}}"#).as_bytes(),
+        )
+        .await,
+    );
+    refused(
+        "children, root not the tree's",
+        StatusCode::CONFLICT,
+        send(
+            &c,
+            Method::POST,
+            &at("assets/children"),
+            format!(
+                r#"{{"root":"{root_hex}","sum":{},"prefixes":["00"]}}"#,
+                sum + 1
+            )
+            .as_bytes(),
+        )
+        .await,
+    );
+    let many = vec!["\"00\""; 17].join(",");
+    refused(
+        "children, too many prefixes",
+        StatusCode::BAD_REQUEST,
+        send(
+            &c,
+            Method::POST,
+            &at("assets/children"),
+            format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":[{many}]}}"#).as_bytes(),
+        )
+        .await,
+    );
+    // Writes that must change nothing.
+    let good = format!(
+        r#"{{"key":"{}","value":"00","sum":1}}"#,
+        hkey("new", 0).to_hex()
+    );
+    let bad_writes: Vec<(&str, StatusCode, Vec<u8>)> = vec![
+        (
+            "leaves, malformed JSON",
+            StatusCode::BAD_REQUEST,
+            b"[{\"key\":".to_vec(),
+        ),
+        (
+            "leaves, value not hex",
+            StatusCode::BAD_REQUEST,
+            format!(r#"[{good},{{"key":"{key}","value":"0g","sum":1}}]"#).into_bytes(),
+        ),
+        (
+            "leaves, key of 33 bytes",
+            StatusCode::BAD_REQUEST,
+            format!(r#"[{good},{{"key":"{key}00","value":"","sum":1}}]"#).into_bytes(),
+        ),
+        (
+            "leaves, unknown field",
+            StatusCode::BAD_REQUEST,
+            format!(r#"[{{"key":"{key}","value":"","sum":1,"x":1}}]"#).into_bytes(),
+        ),
+        (
+            "leaves, negative sum",
+            StatusCode::BAD_REQUEST,
+            format!(r#"[{{"key":"{key}","value":"","sum":-1}}]"#).into_bytes(),
+        ),
+        (
+            "leaves, sum overflow",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                r#"[{{"key":"{}","value":"","sum":{}}}]"#,
+                hkey("big", 0).to_hex(),
+                u64::MAX
+            )
+            .into_bytes(),
+        ),
+        (
+            "leaves, body over the limit",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("[{}]", vec![good.as_str(); 1_000].join(",")).into_bytes(),
+        ),
+    ];
+    for (what, status, body) in bad_writes {
+        refused(
+            what,
+            status,
+            send(&c, Method::POST, &at("assets/leaves"), &body).await,
+        );
+        assert_eq!(tree.root().await.expect("root"), root, "{what}: wrote");
+    }
+    refused(
+        "leaves, bad namespace name",
+        StatusCode::BAD_REQUEST,
+        send(
+            &c,
+            Method::POST,
+            &at("bad%20name/leaves"),
+            format!("[{good}]").as_bytes(),
+        )
+        .await,
+    );
+    refused(
+        "no such route",
+        StatusCode::NOT_FOUND,
+        send(&c, Method::GET, &at("assets/nothing"), b"").await,
+    );
+    refused(
+        "wrong method",
+        StatusCode::METHOD_NOT_ALLOWED,
+        send(&c, Method::DELETE, &at("assets/root"), b"").await,
+    );
+    // The good leaf alone is written, through the writer.
+    let peer = HttpPeer::new(&url, ns).expect("peer");
+    let (k, l) = (hkey("new", 0), Leaf::new(vec![0], 1));
+    let new_root = peer.insert(&[(k, l.clone())]).await.expect("insert");
+    assert_eq!(tree.root().await.expect("root"), new_root);
+    assert_eq!(peer.proof(&k).await.expect("proof").1, l);
+    // A client error for a peer URL that is not plain http://host:port.
+    for bad in ["https://127.0.0.1:1", "http://127.0.0.1:1/x", "nonsense"] {
+        assert!(
+            matches!(HttpPeer::new(bad, ns), Err(PeerError::Url)),
+            "{bad}"
+        );
+    }
+}
