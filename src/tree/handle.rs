@@ -14,8 +14,8 @@ use crate::key::Key;
 use crate::layout::{Compacted, Full, Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::single::Proof;
 use crate::progress::{Meter, ProgressOperation, ProgressSink};
+use crate::proof::single::Proof;
 use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
@@ -114,7 +114,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         );
         let traced = Traced::new(span, &self.store);
         traced
-            .run(async {
+            .run(&self.store, async {
                 let report = self
                     .store
                     .audit(L::KIND, &self.progress)
@@ -191,7 +191,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             nodes_written = Empty,
         );
         Traced::new(span, &self.store)
-            .run(self.write_attempts(batch, prove))
+            .run(&self.store, self.write_attempts(batch, prove))
             .await
     }
 
@@ -243,11 +243,11 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                     })
                 })
                 .and_then(|update| {
-                let proof = prove
-                    .then(|| UpdateProof::from_source(&cache, &root, batch))
-                    .transpose()?;
-                Ok((update, proof))
-            });
+                    let proof = prove
+                        .then(|| UpdateProof::from_source(&cache, &root, batch))
+                        .transpose()?;
+                    Ok((update, proof))
+                });
             let (update, proof) = match planned {
                 Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
                     backoff(attempt).await;

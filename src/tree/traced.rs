@@ -37,22 +37,17 @@ impl<E: std::error::Error + 'static> ErrorKind for TreeError<E> {
 }
 
 /// An operation's span with the store counters at its start.
-pub(crate) struct Traced<'s, S> {
+pub(crate) struct Traced {
     span: Span,
-    store: &'s S,
     /// `None` when the span is disabled.
     before: Option<StoreStats>,
 }
 
-impl<'s, S: TreeStore> Traced<'s, S> {
+impl Traced {
     /// Starts measuring `store` for `span`.
-    pub(crate) fn new(span: Span, store: &'s S) -> Self {
+    pub(crate) fn new<S: TreeStore>(span: Span, store: &S) -> Self {
         let before = (!span.is_disabled()).then(|| store.stats());
-        Traced {
-            span,
-            store,
-            before,
-        }
+        Traced { span, before }
     }
 
     /// The operation's span.
@@ -60,24 +55,30 @@ impl<'s, S: TreeStore> Traced<'s, S> {
         &self.span
     }
 
-    /// Runs `work` inside the span and records how it ended.
-    pub(crate) async fn run<T, E, F>(self, work: F) -> Result<T, E>
+    /// Runs `work` inside the span and records how it ended and what
+    /// `store` did meanwhile.
+    pub(crate) async fn run<S, T, E, F>(&self, store: &S, work: F) -> Result<T, E>
     where
+        S: TreeStore,
         E: ErrorKind + Display,
         F: Future<Output = Result<T, E>>,
     {
         let out = work.instrument(self.span.clone()).await;
-        self.finish(&out);
+        self.finish(store, &out);
         out
     }
 
-    /// Records the counter deltas and `out`'s outcome into the span.
-    pub(crate) fn finish<T, E: ErrorKind + Display>(&self, out: &Result<T, E>) {
+    /// Records what `store` did since the start and `out`'s outcome into
+    /// the span.
+    pub(crate) fn finish<S: TreeStore, T, E: ErrorKind + Display>(
+        &self,
+        store: &S,
+        out: &Result<T, E>,
+    ) {
         let Some(before) = self.before else {
             return;
         };
-        let delta = self.store.stats().since(&before);
-        record_stats(&self.span, &delta);
+        record_stats(&self.span, &store.stats().since(&before));
         record_outcome(&self.span, out);
     }
 }

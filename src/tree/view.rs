@@ -142,7 +142,9 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             .read_each(self.target, keys, false, |cache, root, key| {
                 walk::walk(cache, root, key, None)
             });
-        Traced::new(span, &self.tree.store).run(read).await
+        Traced::new(span, &self.tree.store)
+            .run(&self.tree.store, read)
+            .await
     }
 
     /// The merkle proof for `key` (inclusion or exclusion).
@@ -173,7 +175,9 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
         let read = self.tree.read_all(self.target, keys, false, |cache, root| {
             walk::proofs(cache, root, keys)
         });
-        Traced::new(span, &self.tree.store).run(read).await
+        Traced::new(span, &self.tree.store)
+            .run(&self.tree.store, read)
+            .await
     }
 
     /// One proof for all of `keys` (present and absent mixed) with every

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::nodes::{Dropped, Entry, Nodes};
 
 use crate::audit::nodes::{NodeScan, audit_nodes_with};
-use crate::progress::ProgressSink;
 use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeSource, UpdateBatch};
 use crate::empty::is_empty_hash;
@@ -24,6 +23,7 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
+use crate::progress::ProgressSink;
 use crate::store::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore, hashing,
 };

@@ -139,7 +139,13 @@ impl<C: Dialect> SqlStore<C> {
     /// with its ledger entry; a database at a newer version than this
     /// crate knows is refused ([`SqlStoreError::SchemaTooNew`]).
     pub async fn migrate(&self) -> Res<()> {
-        super::schema::migrate::<C>(&self.pool).await
+        self.migrate_with_progress(&ProgressSink::default()).await
+    }
+
+    /// [`migrate`](Self::migrate), reporting the versions applied to
+    /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
+    pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
+        super::schema::migrate::<C>(&self.pool, progress).await
     }
 
     /// A store for this namespace that runs on the caller's open
