@@ -548,9 +548,11 @@ where
     }
 
     /// The span of one group (DEBUG): its size, whether it was planned
-    /// while the previous group committed, the lost races it retried, what
+    /// while the previous group committed, its attempts (more than 1 when
+    /// it was written again on the committed tree after a lost race), what
     /// its plan changed, and its outcome (`ok`, or why it failed; the
-    /// counts of rejected submissions in `rejected`).
+    /// submissions rejected alone in `rejected`). Its counters are not the
+    /// store's: the next group's reads overlap this group's commit.
     fn group_span(&self, group: &[Pending<S::Error>]) -> Span {
         tracing::debug_span!(
             target: "ms_smt",
@@ -559,7 +561,7 @@ where
             submissions = group.len(),
             leaves = group.iter().map(|p| p.batch.len()).sum::<usize>(),
             planned_ahead = false,
-            attempts = Empty,
+            attempts = 1,
             inserts = Empty,
             deletes = Empty,
             rejected = Empty,
