@@ -276,7 +276,11 @@ where
     assert!(tree.insert_many(overflow).await.is_err());
     let rejected = capture.span("insert_many");
     assert_eq!(rejected.field("outcome"), Some("overflow"));
-    assert!(rejected.field("error").is_some_and(|e| e.contains("u64::MAX")));
+    assert!(
+        rejected
+            .field("error")
+            .is_some_and(|e| e.contains("u64::MAX"))
+    );
     assert_eq!(rejected.number("nodes_written"), 0);
 
     capture.clear();
@@ -291,7 +295,10 @@ where
     assert_eq!(proofs.number("nodes_written"), 0);
     assert!(proofs.number("round_trips") >= 1);
     let read = capture.children(capture.index_of("merkle_proofs"));
-    assert!(read.contains(&"read") && read.contains(&"descent"), "{read:?}");
+    assert!(
+        read.contains(&"read") && read.contains(&"descent"),
+        "{read:?}"
+    );
 
     capture.clear();
     tree.get_many(&keys).await.expect("get");
@@ -436,6 +443,9 @@ fn progress_events_memory() {
         }
         // They sit inside the operation's span.
         let insert = capture.index_of("insert_many");
-        assert!(events.iter().all(|e| e.parent == Some(insert)), "{events:?}");
+        assert!(
+            events.iter().all(|e| e.parent == Some(insert)),
+            "{events:?}"
+        );
     });
 }
