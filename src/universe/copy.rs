@@ -160,36 +160,17 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
             .await
     }
 
-    /// [`copy_filter_to`](Self::copy_filter_to), inside its span.
-    async fn copy_filtered<T, L2, F, E>(
+    /// [`copy_filter_to`](Self::copy_filter_to), inside its span: the
+    /// filter pass, then the copy of what it kept.
+    async fn copy_filtered<T: TreeStore + 'static, L2: Layout, E>(
         &self,
         target: &Tree<T, L2>,
-        mut filter: F,
+        filter: impl FnMut(&Key, &Leaf) -> Result<bool, E>,
     ) -> CopyResult<S, T>
     where
-        T: TreeStore + 'static,
-        L2: Layout,
-        F: FnMut(&Key, &Leaf) -> Result<bool, E>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let mut rejected = Vec::new();
-        let mut kept = 0u64;
-        let mut leaves = self.leaves(..);
-        let mut filtered = self.tree.progress.meter(ProgressOperation::Filter, None);
-        while let Some(entry) = leaves.next().await.map_err(CopyError::Source)? {
-            filtered.add(1);
-            match filter(&entry.key, &entry.leaf) {
-                Ok(true) => kept = kept.saturating_add(1),
-                Ok(false) => rejected.push(entry.key),
-                Err(source) => {
-                    return Err(CopyError::Filter {
-                        key: entry.key,
-                        source: Box::new(source),
-                    });
-                }
-            }
-        }
-        filtered.finish();
+        let (rejected, kept) = self.filter_pass(filter).await?;
         let dropped = rejected.len() as u64;
         if dropped <= kept
             && L::KIND == L2::KIND
@@ -220,6 +201,36 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
             rejected,
             set_based: true,
         }
+    }
+
+    /// Runs `filter` over every leaf: the keys it rejects, and how many it
+    /// keeps.
+    async fn filter_pass<T: std::error::Error + 'static, E>(
+        &self,
+        mut filter: impl FnMut(&Key, &Leaf) -> Result<bool, E>,
+    ) -> Result<(Vec<Key>, u64), CopyError<S::Error, T>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let mut rejected = Vec::new();
+        let mut kept = 0u64;
+        let mut leaves = self.leaves(..);
+        let mut filtered = self.tree.progress.meter(ProgressOperation::Filter, None);
+        while let Some(entry) = leaves.next().await.map_err(CopyError::Source)? {
+            filtered.add(1);
+            match filter(&entry.key, &entry.leaf) {
+                Ok(true) => kept = kept.saturating_add(1),
+                Ok(false) => rejected.push(entry.key),
+                Err(source) => {
+                    return Err(CopyError::Filter {
+                        key: entry.key,
+                        source: Box::new(source),
+                    });
+                }
+            }
+        }
+        filtered.finish();
+        Ok((rejected, kept))
     }
 
     /// The set-based CopyFilter: rows copied into a staging namespace of

@@ -722,7 +722,8 @@ impl<S: BulkStore, L: Layout> Tree<S, L> {
 
 /// The span (DEBUG) of one step of an import into `target`: `step` is
 /// `start`, `add` or `finish`; `chunks` counts the trunk's chunks (for
-/// `add`, the chunk's leaves). Its counters are the target store's.
+/// `add`, the chunk's leaves). Its counters are the target store's (for
+/// `add`, the staging store's, where the chunk is written).
 fn import_span<S: TreeStore>(target: &S, step: &'static str, chunks: usize) -> Span {
     tracing::debug_span!(
         target: "ms_smt",
