@@ -449,3 +449,96 @@ fn progress_events_memory() {
         );
     });
 }
+
+/// The universe operations' spans on the memory store: copy (plain and
+/// filtered), diff, sync_from, export and import, each with its outcome;
+/// an import into a namespace that is not empty ends `target_not_empty`.
+#[test]
+fn universe_spans_memory() {
+    captured(async |capture| {
+        let base = MemoryStore::new();
+        let source = CompactedTree::new(base.open_namespace("source").expect("ns"));
+        source
+            .insert_many(batch("universe", 200))
+            .await
+            .expect("insert");
+        let target = FullTree::new(base.open_namespace("copy").expect("ns"));
+
+        capture.clear();
+        let copied = source.view().copy_to(&target).await.expect("copy");
+        let copy = capture.span("copy");
+        assert_eq!(copy.field("namespace"), Some("source"));
+        assert_eq!(copy.field("target_namespace"), Some("copy"));
+        assert_eq!(copy.field("filter"), Some("false"));
+        assert_eq!(copy.number("kept"), copied.kept);
+        assert_eq!(copy.field("outcome"), Some("ok"));
+        assert!(copy.number("nodes_written") > 0);
+        // Its page writes are insert_many spans inside it.
+        let inside = capture.children(capture.index_of("copy"));
+        assert!(inside.contains(&"insert_many"), "{inside:?}");
+
+        capture.clear();
+        let odd = FullTree::new(base.open_namespace("odd").expect("ns"));
+        source
+            .view()
+            .copy_filter_to(&odd, |_, leaf| Ok::<_, std::io::Error>(leaf.sum() % 2 == 1))
+            .await
+            .expect("copy_filter");
+        let filtered = capture.span("copy");
+        assert_eq!(filtered.field("filter"), Some("true"));
+        assert_eq!(
+            (filtered.number("kept"), filtered.number("rejected")),
+            (100, 100)
+        );
+
+        capture.clear();
+        let changes = odd
+            .view()
+            .diff(&target.view())
+            .collect_all()
+            .await
+            .expect("diff");
+        let pages = capture.spans("diff");
+        assert!(!pages.is_empty());
+        let entries: u64 = pages.iter().map(|p| p.number("entries")).sum();
+        assert_eq!(entries, changes.len() as u64);
+        assert!(pages.iter().all(|p| p.field("outcome") == Some("ok")));
+
+        capture.clear();
+        let root = source.root().await.expect("root");
+        let report = odd.sync_from(&source.view(), &root).await.expect("sync");
+        let sync = capture.span("sync_from");
+        assert_eq!(sync.field("namespace"), Some("odd"));
+        assert_eq!(sync.number("fetched"), report.fetched);
+        assert_eq!(sync.number("upserts"), report.upserts);
+        assert_eq!(sync.field("outcome"), Some("ok"));
+
+        capture.clear();
+        let trunk = source.view().export_trunk(3).await.expect("trunk");
+        let cut = capture.span("export_trunk");
+        assert_eq!(cut.number("level"), 3);
+        assert_eq!(cut.number("chunks"), trunk.chunks.len() as u64);
+        let into = CompactedTree::new(base.open_namespace("import").expect("ns"));
+        let mut import = into.import(trunk.clone()).await.expect("import");
+        for (position, _) in &trunk.chunks {
+            let chunk = source.view().export_chunk(*position).await.expect("chunk");
+            import.add(&chunk).await.expect("add");
+        }
+        import.finish().await.expect("finish");
+        assert_eq!(capture.spans("export_chunk").len(), trunk.chunks.len());
+        let steps: Vec<Seen> = capture.spans("import");
+        let adds = steps
+            .iter()
+            .filter(|s| s.field("step") == Some("add"))
+            .count();
+        assert_eq!(adds, trunk.chunks.len());
+        assert!(steps.iter().all(|s| s.field("outcome") == Some("ok")));
+
+        // The namespace now holds the tree: another import is refused.
+        capture.clear();
+        assert!(into.import(trunk).await.is_err());
+        let refused = capture.span("import");
+        assert_eq!(refused.field("outcome"), Some("target_not_empty"));
+        assert!(refused.field("error").is_some());
+    });
+}
