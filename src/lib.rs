@@ -42,6 +42,41 @@
 //! # Ok::<_, ms_smt::TreeError<ms_smt::store::MemoryError>>(())
 //! # }).unwrap();
 //! ```
+//!
+//! ## Tracing and progress
+//!
+//! The crate emits [`tracing`](https://docs.rs/tracing) spans and events,
+//! never prints or logs otherwise; with no subscriber installed (or one
+//! that filters them out) a disabled span costs a callsite check, and no
+//! field is computed or formatted. Target `ms_smt`:
+//!
+//! * **DEBUG**, one span per operation: `insert_many` (also `insert`,
+//!   `delete`, `insert_many_with_proof`), `get_many`, `merkle_proofs`,
+//!   `audit`, `copy` (`filter` tells copy from copy_filter), `diff` (per
+//!   page), `sync_from`, `export_trunk`, `export_chunk`, `import` (`step`:
+//!   start, add, finish) and `writer_group` (one per coalesced group:
+//!   `submissions`, `leaves`, `planned_ahead`, `inserts`, `deletes`,
+//!   `rejected`). Operation spans carry `namespace`
+//!   ([`TreeStore::namespace`](store::TreeStore::namespace)), their sizes,
+//!   `attempts` where writers can race them, the store's counter deltas
+//!   (`round_trips`, `nodes_read`, `nodes_written`), and `outcome` (`ok`,
+//!   or a short error kind such as `store`, `contention`, `overflow`, with
+//!   the error itself in `error`).
+//! * **INFO**: `schema_upgrade` (a SQL store's migration runner:
+//!   `found`, `newest`, `steps`, `applied`, `outcome`), rare and worth
+//!   keeping.
+//! * **TRACE**, per-phase detail: `read` (the read phase), `descent`, and
+//!   `commit`, children of their operation, and `write_locked` (a write
+//!   that fell back to the namespace lock).
+//!
+//! Long operations report progress to a [`ProgressSink`] attached with
+//! [`Tree::with_progress`]: [`Progress`] values counting what
+//! [`ProgressOperation`] names (leaves, rows or nodes, subtrees, chunks,
+//! levels, steps), throttled to about a hundred reports per operation,
+//! monotone, and ending with `done == total`. [`ProgressSink::watch`] hands
+//! them to async code on a `tokio::sync::watch` channel. Each report is
+//! also a DEBUG event with target `ms_smt::progress`, so a subscriber sees
+//! progress without any sink.
 #![warn(missing_docs)]
 
 pub mod audit;
@@ -63,6 +98,7 @@ mod lift;
 mod node;
 mod pin;
 mod position;
+mod progress;
 pub mod proof;
 pub mod store;
 mod strata;
@@ -84,6 +120,7 @@ pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node};
 pub use position::Position;
+pub use progress::{Progress, ProgressOperation, ProgressSink};
 pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
 pub use proof::single::{Proof, verify_merkle_proof};

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 fn rank(path: &[&str]) -> Option<u32> {
     let first = *path.first()?;
     Some(match first {
-        "hash" | "key" | "leaf" | "lift" | "empty" | "position" | "node" | "sum" | "error" => 0,
+        "hash" | "key" | "leaf" | "lift" | "empty" | "position" | "node" | "sum" | "error"
+        | "progress" => 0,
         "layout" | "pin" => 1,
         "descent" => 2,
         "strata" => 3,

@@ -13,6 +13,7 @@ use crate::leaf::Leaf;
 use crate::lift::{LIFT_BATCH, Lift, lift_tagged};
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
+use crate::progress::{ProgressOperation, ProgressSink};
 
 /// What a hash-keyed store holds for one namespace: its root record and
 /// every node with its reference count.
@@ -33,6 +34,17 @@ pub struct NodeScan {
 /// reference count is the number of positions using it, and that every
 /// node is reached.
 pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
+    audit_nodes_with(layout, scan, &ProgressSink::default())
+}
+
+/// [`audit_nodes`], reporting the stored nodes checked to `progress`
+/// (each reached node when first reached; the unreached ones at the end).
+pub(crate) fn audit_nodes_with(
+    layout: LayoutKind,
+    scan: &NodeScan,
+    progress: &ProgressSink,
+) -> AuditReport {
+    let mut meter = progress.meter(ProgressOperation::Audit, Some(scan.nodes.len() as u64));
     let mut report = AuditReport::new(scan.root);
     report.stored_items = scan.nodes.len() as u64;
     let nodes: HashMap<Hash, (&Node, u64)> =
@@ -53,6 +65,9 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
             continue;
         };
         let n = uses.entry(expected.hash).or_insert(0);
+        if *n == 0 {
+            meter.add(1);
+        }
         *n = n.saturating_add(1);
         report.nodes = report.nodes.saturating_add(1);
         if !matches!(node, Node::Branch { .. }) {
@@ -109,6 +124,7 @@ pub fn audit_nodes(layout: LayoutKind, scan: &NodeScan) -> AuditReport {
             Some(_) => {}
         }
     }
+    meter.finish();
     report
 }
 

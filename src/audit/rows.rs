@@ -16,6 +16,7 @@ use crate::lift::{LIFT_BATCH, Lift, lift_tagged};
 use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
+use crate::progress::{Meter, ProgressOperation, ProgressSink};
 use crate::strata::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
 
 /// Receives a namespace's stored rows from a SQL store's scan (for
@@ -79,6 +80,8 @@ pub struct RowAudit {
     /// Compacted leaves whose stored hash is still to be checked: they
     /// are lifted in batches, on the lanes.
     pending: Vec<((Location, Hash), Lift)>,
+    /// Rows fed so far, reported as [`ProgressOperation::Audit`].
+    meter: Meter,
 }
 
 impl RowAudit {
@@ -94,6 +97,16 @@ impl RowAudit {
             current: None,
             pins: Vec::new(),
             pending: Vec::new(),
+            meter: Meter::off(ProgressOperation::Audit),
+        }
+    }
+
+    /// This audit, reporting the rows fed to `progress` (the total is
+    /// unknown until [`finish`](Self::finish)).
+    pub fn with_progress(self, progress: &ProgressSink) -> Self {
+        RowAudit {
+            meter: progress.meter(ProgressOperation::Audit, None),
+            ..self
         }
     }
 
@@ -114,6 +127,7 @@ impl RowAudit {
     /// The report, once every row was fed.
     pub fn finish(mut self) -> AuditReport {
         self.end_walk();
+        std::mem::replace(&mut self.meter, Meter::off(ProgressOperation::Audit)).finish();
         let mut report = self
             .current
             .unwrap_or_else(|| AuditReport::new(ComputedNode::empty_root()));
@@ -198,6 +212,7 @@ impl RowSink for RowAudit {
     }
 
     fn row(&mut self, key: RowKey, body: &[u8]) {
+        self.meter.add(1);
         self.report.stored_items = self.report.stored_items.saturating_add(1);
         while let Some(top) = self.stack.last() {
             if is_above(&top.key, &key) {

@@ -13,6 +13,7 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
+use crate::progress::ProgressSink;
 use crate::store::counters::StoreStats;
 use crate::store::recent::RecentNodes;
 
@@ -123,6 +124,13 @@ pub trait TreeStore: Send + Sync {
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
 
+    /// The namespace this handle is bound to, for diagnostics (the tree's
+    /// `tracing` spans carry it). `None` (the default): the store has no
+    /// name to give.
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
+
     /// Nodes this handle keeps in process memory (see [`RecentNodes`]),
     /// which a read phase consults before the store; `for_write` asks for
     /// a write's read phase. `None` (the default): every read goes to the
@@ -149,13 +157,15 @@ pub trait TreeStore: Send + Sync {
 
     /// Checks everything the store keeps for this namespace against the
     /// shape `kind` writes, from one consistent snapshot (see
-    /// [`Tree::audit`](crate::Tree::audit)). `Ok(None)` (the default): the
-    /// store cannot audit itself.
+    /// [`Tree::audit`](crate::Tree::audit)), reporting the items checked to
+    /// `progress` ([`ProgressOperation::Audit`](crate::ProgressOperation::Audit)).
+    /// `Ok(None)` (the default): the store cannot audit itself.
     fn audit(
         &self,
         kind: LayoutKind,
+        progress: &ProgressSink,
     ) -> impl Future<Output = Result<Option<AuditReport>, Self::Error>> + Send {
-        let _ = kind;
+        let _ = (kind, progress);
         async { Ok(None) }
     }
 }

@@ -4,6 +4,9 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
+
 use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
@@ -11,10 +14,12 @@ use crate::key::Key;
 use crate::layout::{Compacted, Full, Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::progress::{Meter, ProgressOperation, ProgressSink};
 use crate::proof::single::Proof;
 use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
+use crate::tree::traced::Traced;
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
 ///
@@ -27,6 +32,7 @@ use crate::tree::fetch;
 pub struct Tree<S, L> {
     pub(crate) store: S,
     pub(crate) max_attempts: u32,
+    pub(crate) progress: ProgressSink,
     layout: PhantomData<L>,
 }
 
@@ -51,8 +57,22 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         Tree {
             store,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            progress: ProgressSink::default(),
             layout: PhantomData,
         }
+    }
+
+    /// This tree reporting the progress of its long operations to `sink`
+    /// (see [`ProgressOperation`] for what each reports, and in which
+    /// unit). Views, imports and syncs of this tree report there too.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = sink;
+        self
+    }
+
+    /// Where this tree reports progress (the default sink drops reports).
+    pub fn progress(&self) -> &ProgressSink {
+        &self.progress
     }
 
     /// Sets how many times a write is retried when other writers move the
@@ -79,11 +99,35 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// On SQL stores the rows stream through in key order, so memory stays
     /// bounded; every compacted leaf costs up to 256 hashes to recheck.
     pub async fn audit(&self) -> Res<AuditReport, S> {
-        self.store
-            .audit(L::KIND)
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "audit",
+            namespace = self.store.namespace(),
+            layout = ?L::KIND,
+            nodes = Empty,
+            problems = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let traced = Traced::new(span, &self.store);
+        traced
+            .run(&self.store, async {
+                let report = self
+                    .store
+                    .audit(L::KIND, &self.progress)
+                    .await
+                    .map_err(TreeError::Store)?
+                    .ok_or(TreeError::Unsupported { operation: "audit" })?;
+                let problems = (report.problems.len() as u64).saturating_add(report.more_problems);
+                Span::current()
+                    .record("nodes", report.stored_items)
+                    .record("problems", problems);
+                Ok(report)
+            })
             .await
-            .map_err(TreeError::Store)?
-            .ok_or(TreeError::Unsupported { operation: "audit" })
     }
 
     /// The current root hash and sum; the empty root for an empty tree.
@@ -130,8 +174,30 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         self.write(&batch, true).await
     }
 
-    /// One batched write; with `prove`, its update proof too.
+    /// One batched write, in its `insert_many` span; with `prove`, its
+    /// update proof too.
     async fn write(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "insert_many",
+            namespace = self.store.namespace(),
+            batch = batch.len(),
+            prove,
+            attempts = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        Traced::new(span, &self.store)
+            .run(&self.store, self.write_attempts(batch, prove))
+            .await
+    }
+
+    /// The write's attempts: read phase, descent and commit, until one
+    /// commits.
+    async fn write_attempts(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
         let items = descent::prepare(batch);
         let unproven = |old_root, new_root| ProvenWrite {
             old_root,
@@ -149,11 +215,18 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         // parent) are enough and the path alone is read.
         let siblings =
             matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
+        let mut phases = WritePhases::new(&self.progress, items.len());
         for attempt in 0..self.max_attempts {
+            Span::current().record("attempts", attempt.saturating_add(1));
             if attempt >= EXCLUSIVE_AFTER
                 && !prove
-                && let Some(root) = self.store.write_locked(L::KIND, batch).await?
+                && let Some(root) = self
+                    .store
+                    .write_locked(L::KIND, batch)
+                    .instrument(tracing::trace_span!(target: "ms_smt", "write_locked"))
+                    .await?
             {
+                phases.passed(PHASES.len());
                 return Ok(unproven(root, root));
             }
             let Some((root, cache)) = self.read(Target::CURRENT, &keys, siblings, true).await?
@@ -161,15 +234,20 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 backoff(attempt).await;
                 continue;
             };
-            let planned = hashing(items.len(), || {
-                descent::plan_items(L::KIND, &cache, root, &items)
-            })
-            .and_then(|update| {
-                let proof = prove
-                    .then(|| UpdateProof::from_source(&cache, &root, batch))
-                    .transpose()?;
-                Ok((update, proof))
-            });
+            phases.passed(1);
+            let plan_span = tracing::trace_span!(target: "ms_smt", "descent", leaves = items.len());
+            let planned = plan_span
+                .in_scope(|| {
+                    hashing(items.len(), || {
+                        descent::plan_items(L::KIND, &cache, root, &items)
+                    })
+                })
+                .and_then(|update| {
+                    let proof = prove
+                        .then(|| UpdateProof::from_source(&cache, &root, batch))
+                        .transpose()?;
+                    Ok((update, proof))
+                });
             let (update, proof) = match planned {
                 Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
                     backoff(attempt).await;
@@ -177,19 +255,34 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 }
                 other => other?,
             };
+            phases.passed(2);
             let done = ProvenWrite {
                 old_root: root,
                 new_root: update.new_root,
                 proof,
             };
             if update.is_noop() {
+                phases.passed(PHASES.len());
                 return Ok(done);
             }
-            match self.store.commit(&update).await.map_err(TreeError::Store)? {
+            let commit_span = tracing::trace_span!(
+                target: "ms_smt",
+                "commit",
+                inserts = update.inserts.len(),
+                deletes = update.deletes.len(),
+            );
+            let committed = self
+                .store
+                .commit(&update)
+                .instrument(commit_span)
+                .await
+                .map_err(TreeError::Store)?;
+            match committed {
                 CommitOutcome::Committed => {
                     if let Some(recent) = self.store.recent_nodes(false) {
                         recent.remember_written(&update.inserts);
                     }
+                    phases.passed(PHASES.len());
                     return Ok(done);
                 }
                 CommitOutcome::RootMoved { .. } => backoff(attempt).await,
@@ -238,14 +331,21 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         siblings: bool,
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
-        let root = self.root_of(target).await?;
-        let sorted = descent::sorted_keys(keys);
-        match fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await
-        {
-            Ok(cache) => Ok(Some((root, cache))),
-            Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
-            Err(e) => Err(e),
+        let span = tracing::trace_span!(target: "ms_smt", "read", keys = keys.len(), for_write);
+        async {
+            let root = self.root_of(target).await?;
+            let sorted = descent::sorted_keys(keys);
+            let fetched =
+                fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write)
+                    .await;
+            match fetched {
+                Ok(cache) => Ok(Some((root, cache))),
+                Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
+                Err(e) => Err(e),
+            }
         }
+        .instrument(span)
+        .await
     }
 
     /// The root `target` reads: its fixed root, or the current one.
@@ -301,7 +401,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             let Some((root, cache)) = self.read(target, keys, siblings, false).await? else {
                 return Ok(None);
             };
-            match f(&cache, &root) {
+            let walked = tracing::trace_span!(target: "ms_smt", "descent", keys = keys.len())
+                .in_scope(|| f(&cache, &root));
+            match walked {
                 Err(e) if self.lost_race(target, &e, &root).await? => Ok(None),
                 other => other.map(Some).map_err(TreeError::Plan),
             }
@@ -318,6 +420,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         Fut: std::future::Future<Output = Res<Option<T>, S>>,
     {
         for n in 0..self.max_attempts {
+            Span::current().record("attempts", n.saturating_add(1));
             if let Some(value) = attempt().await? {
                 return Ok(value);
             }
@@ -365,4 +468,47 @@ pub(crate) async fn backoff(attempt: u32) {
     let spread = u64::from(attempt.min(8)) + 1;
     let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 500;
     tokio::time::sleep(Duration::from_micros(spread * 200 + jitter)).await;
+}
+
+/// The progress phases of one write, in order.
+const PHASES: [ProgressOperation; 3] = [
+    ProgressOperation::InsertRead,
+    ProgressOperation::InsertDescent,
+    ProgressOperation::InsertCommit,
+];
+
+/// A write's progress: each phase reported once, when first passed,
+/// however many attempts the write takes.
+struct WritePhases<'p> {
+    sink: &'p ProgressSink,
+    total: u64,
+    /// The phases passed so far.
+    passed: usize,
+    current: Option<Meter>,
+}
+
+impl<'p> WritePhases<'p> {
+    /// Starts the read phase of a write of `leaves` distinct keys.
+    fn new(sink: &'p ProgressSink, leaves: usize) -> Self {
+        let total = leaves as u64;
+        WritePhases {
+            sink,
+            total,
+            passed: 0,
+            current: Some(sink.meter(PHASES[0], Some(total))),
+        }
+    }
+
+    /// Marks the first `phases` phases done and starts the next one.
+    fn passed(&mut self, phases: usize) {
+        while self.passed < phases.min(PHASES.len()) {
+            if let Some(meter) = self.current.take() {
+                meter.finish();
+            }
+            self.passed = self.passed.saturating_add(1);
+            self.current = PHASES
+                .get(self.passed)
+                .map(|op| self.sink.meter(*op, Some(self.total)));
+        }
+    }
 }

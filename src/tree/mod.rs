@@ -25,6 +25,7 @@
 
 mod fetch;
 pub(crate) mod handle;
+pub(crate) mod traced;
 mod view;
 mod walk;
 mod writer;

@@ -5,6 +5,8 @@
 //! when writers remove nodes under it); [`Tree::at_pin`] reads a pinned
 //! root, which stays readable while writers move the tree on.
 
+use tracing::field::Empty;
+
 use crate::descent::Subtree;
 use crate::error::{PlanError, TreeError};
 use crate::key::{Key, MAX_LEVEL};
@@ -17,6 +19,7 @@ use crate::proof::multi::MultiProof;
 use crate::proof::single::Proof;
 use crate::store::{PinStore, ReadAt, TreeStore};
 use crate::tree::handle::Res;
+use crate::tree::traced::Traced;
 use crate::tree::{Target, Tree, walk};
 
 /// A read-only view of a tree: the current tree ([`Tree::view`]) or a
@@ -121,10 +124,26 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
 
     /// The leaves at `keys`, in order, read in one descent.
     pub async fn get_many(&self, keys: &[Key]) -> Res<Vec<Leaf>, S> {
-        self.tree
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "get_many",
+            namespace = self.tree.store.namespace(),
+            keys = keys.len(),
+            pinned = self.is_pinned(),
+            attempts = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let read = self
+            .tree
             .read_each(self.target, keys, false, |cache, root, key| {
                 walk::walk(cache, root, key, None)
-            })
+            });
+        Traced::new(span, &self.tree.store)
+            .run(&self.tree.store, read)
             .await
     }
 
@@ -156,12 +175,26 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
 
     /// Proofs for `keys`, in order, read in one descent.
     pub async fn merkle_proofs(&self, keys: &[Key]) -> Res<Vec<Proof>, S> {
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "merkle_proofs",
+            namespace = self.tree.store.namespace(),
+            keys = keys.len(),
+            pinned = self.is_pinned(),
+            attempts = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
         // A sibling's sum is its parent's minus the path child's: the path
         // alone is read.
-        self.tree
-            .read_all(self.target, keys, false, |cache, root| {
-                walk::proofs(cache, root, keys)
-            })
+        let read = self.tree.read_all(self.target, keys, false, |cache, root| {
+            walk::proofs(cache, root, keys)
+        });
+        Traced::new(span, &self.tree.store)
+            .run(&self.tree.store, read)
             .await
     }
 

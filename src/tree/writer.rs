@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use tokio::task::{JoinError, JoinHandle};
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::descent::{self, NodeCache, UpdateBatch};
 use crate::error::{PlanError, SumOverflow, TreeError};
@@ -30,6 +32,7 @@ use crate::node::ComputedNode;
 use crate::proof::single::Proof;
 use crate::store::{CommitOutcome, TreeStore, hashing};
 use crate::tree::handle::{EXCLUSIVE_AFTER, Target, Tree, backoff};
+use crate::tree::traced::ErrorKind;
 use crate::tree::{fetch, walk};
 
 /// How a [`Writer`] forms its groups.
@@ -461,6 +464,8 @@ struct InFlight<E: std::error::Error + 'static> {
     group: Vec<Pending<E>>,
     planned: Planned,
     commit: JoinHandle<Result<CommitOutcome, E>>,
+    /// The group's span.
+    span: Span,
 }
 
 impl<S, L> Task<S, L>
@@ -485,7 +490,7 @@ where
                     biased;
                     joined = &mut f.commit => {
                         if let Some(f) = inflight.take() {
-                            self.complete(f, joined).await;
+                            self.complete_in_span(f, joined).await;
                         }
                         continue;
                     }
@@ -499,15 +504,20 @@ where
             if group.is_empty() {
                 continue;
             }
+            let span = self.group_span(&group);
             let planned = match inflight.take() {
                 Some(mut f) => {
-                    let ahead = self.plan(&group, Some(&f.planned)).await;
+                    let ahead = self
+                        .plan(&group, Some(&f.planned))
+                        .instrument(span.clone())
+                        .await;
                     let waited = Instant::now();
                     let joined = (&mut f.commit).await;
                     Counters::time(&self.counters.waiting, waited);
-                    match (self.complete(f, joined).await, ahead) {
+                    match (self.complete_in_span(f, joined).await, ahead) {
                         (true, Planning::Ready(planned)) => {
                             Counters::add(&self.counters.planned_ahead, 1);
+                            span.record("planned_ahead", true);
                             Some(planned)
                         }
                         _ => None,
@@ -517,24 +527,57 @@ where
             };
             let planned = match planned {
                 Some(planned) => planned,
-                None => match self.plan(&group, None).await {
+                None => match self.plan(&group, None).instrument(span.clone()).await {
                     Planning::Ready(planned) => planned,
                     Planning::Retry => {
-                        self.write_now(group).await;
+                        self.write_now(group).instrument(span).await;
                         continue;
                     }
                     Planning::Failed(failure) => {
-                        self.fail(group, &failure);
+                        span.in_scope(|| self.fail(group, &failure));
                         continue;
                     }
                 },
             };
-            inflight = Some(self.dispatch(group, planned));
+            inflight = Some(self.dispatch(group, planned, span));
         }
         if let Some(mut f) = inflight.take() {
             let joined = (&mut f.commit).await;
-            self.complete(f, joined).await;
+            self.complete_in_span(f, joined).await;
         }
+    }
+
+    /// The span of one group (DEBUG): its size, whether it was planned
+    /// while the previous group committed, its attempts (more than 1 when
+    /// it was written again on the committed tree after a lost race), what
+    /// its plan changed, and its outcome (`ok`, or why it failed; the
+    /// submissions rejected alone in `rejected`). Its counters are not the
+    /// store's: the next group's reads overlap this group's commit.
+    fn group_span(&self, group: &[Pending<S::Error>]) -> Span {
+        tracing::debug_span!(
+            target: "ms_smt",
+            "writer_group",
+            namespace = self.tree.store().namespace(),
+            submissions = group.len(),
+            leaves = group.iter().map(|p| p.batch.len()).sum::<usize>(),
+            planned_ahead = false,
+            attempts = 1,
+            inserts = Empty,
+            deletes = Empty,
+            rejected = Empty,
+            outcome = Empty,
+            error = Empty,
+        )
+    }
+
+    /// [`complete`](Self::complete) inside the in-flight group's span.
+    async fn complete_in_span(
+        &self,
+        f: InFlight<S::Error>,
+        joined: Result<Result<CommitOutcome, S::Error>, JoinError>,
+    ) -> bool {
+        let span = f.span.clone();
+        self.complete(f, joined).instrument(span).await
     }
 
     /// The group that starts with `first`: what is already queued, and
@@ -677,22 +720,32 @@ where
     /// Starts `planned`'s commit on a task of its own (so a panic inside
     /// the store answers its group [`SubmitError::Stopped`] and the writer
     /// goes on).
-    fn dispatch(&self, group: Vec<Pending<S::Error>>, planned: Planned) -> InFlight<S::Error> {
+    fn dispatch(
+        &self,
+        group: Vec<Pending<S::Error>>,
+        planned: Planned,
+        span: Span,
+    ) -> InFlight<S::Error> {
         let (store, update) = (self.tree.store().clone(), planned.update.clone());
         let counters = self.counters.clone();
-        let commit = tokio::spawn(async move {
-            if update.is_noop() {
-                return Ok(CommitOutcome::Committed);
+        let commit_span = tracing::trace_span!(target: "ms_smt", parent: &span, "commit");
+        let commit = tokio::spawn(
+            async move {
+                if update.is_noop() {
+                    return Ok(CommitOutcome::Committed);
+                }
+                let start = Instant::now();
+                let outcome = store.commit(&update).await;
+                Counters::time(&counters.committing, start);
+                outcome
             }
-            let start = Instant::now();
-            let outcome = store.commit(&update).await;
-            Counters::time(&counters.committing, start);
-            outcome
-        });
+            .instrument(commit_span),
+        );
         InFlight {
             group,
             planned,
             commit,
+            span,
         }
     }
 
@@ -727,6 +780,7 @@ where
             },
             Err(_) => {
                 // The store panicked: the group's submitters get `Stopped`.
+                Span::current().record("outcome", "stopped");
                 self.counters
                     .group(group.iter().map(|p| p.batch.len()).sum());
                 drop(group);
@@ -756,6 +810,7 @@ where
         let prove = group.iter().any(|p| p.prove);
         let mut group = group;
         for attempt in 0..max_attempts {
+            Span::current().record("attempts", attempt.saturating_add(1));
             if attempt >= EXCLUSIVE_AFTER && !prove {
                 match self.write_locked(group).await {
                     Ok(()) => return,
@@ -809,6 +864,7 @@ where
             Ok(None) => Err(group),
             Ok(Some(root)) => {
                 self.counters.group(leaves);
+                Span::current().record("outcome", "ok");
                 for pending in group {
                     self.acknowledge(pending, root, None, leaves);
                 }
@@ -839,6 +895,11 @@ where
         if let Some(recent) = self.tree.store().recent_nodes(false) {
             recent.remember_written(&planned.update.inserts);
         }
+        Span::current()
+            .record("outcome", "ok")
+            .record("inserts", planned.update.inserts.len())
+            .record("deletes", planned.update.deletes.len())
+            .record("rejected", planned.rejected.len());
         let mut rejected = planned.rejected.iter().peekable();
         let leaves: usize = group
             .iter()
@@ -861,6 +922,14 @@ where
     }
 
     fn fail(&self, group: Vec<Pending<S::Error>>, failure: &Failure<S::Error>) {
+        let (Failure::NotApplied(error) | Failure::Unknown(error)) = failure;
+        let outcome = match failure {
+            Failure::NotApplied(_) => error.kind(),
+            Failure::Unknown(_) => "indeterminate",
+        };
+        Span::current()
+            .record("outcome", outcome)
+            .record("error", tracing::field::display(error));
         Counters::add(&self.counters.failed, group.len() as u64);
         for pending in group {
             let _ = pending.reply.send(Err(failure.answer()));

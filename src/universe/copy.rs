@@ -19,12 +19,17 @@
 use std::any::Any;
 use std::collections::HashSet;
 
+use tracing::Span;
+use tracing::field::Empty;
+
 use crate::error::TreeError;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::progress::ProgressOperation;
 use crate::store::{BulkStore, TreeStore};
+use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 
 /// Why a copy stopped.
@@ -54,6 +59,21 @@ where
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl<S, T> ErrorKind for CopyError<S, T>
+where
+    S: std::error::Error + 'static,
+    T: std::error::Error + 'static,
+{
+    fn kind(&self) -> &'static str {
+        match self {
+            CopyError::Source(_) => "source",
+            CopyError::Target(_) => "target",
+            CopyError::Staging(_) => "staging",
+            CopyError::Filter { .. } => "filter",
+        }
+    }
 }
 
 /// What a copy did.
@@ -92,6 +112,16 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         &self,
         target: &Tree<T, L2>,
     ) -> CopyResult<S, T> {
+        let span = copy_span(self.tree.store(), target.store(), false);
+        let traced = Traced::new(span, target.store());
+        traced.run(target.store(), self.copy_all(target)).await
+    }
+
+    /// [`copy_to`](Self::copy_to), inside its span.
+    async fn copy_all<T: TreeStore + 'static, L2: Layout>(
+        &self,
+        target: &Tree<T, L2>,
+    ) -> CopyResult<S, T> {
         if L::KIND == L2::KIND
             && let Some(same) = same_store::<S, T>(target.store())
             && let Some(root) = self
@@ -101,14 +131,9 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
                 .await
                 .map_err(|e| CopyError::Source(TreeError::Store(e)))?
         {
-            return Ok(CopyReport {
-                root,
-                kept: 0,
-                rejected: 0,
-                set_based: true,
-            });
+            return Ok(self.set_based(root, 0, 0));
         }
-        self.stream_into(target, &HashSet::new(), 0).await
+        self.stream_into(target, &HashSet::new(), 0, None).await
     }
 
     /// Copies the leaves `filter` keeps into `target` (merging). The
@@ -120,7 +145,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     pub async fn copy_filter_to<T, L2, F, E>(
         &self,
         target: &Tree<T, L2>,
-        mut filter: F,
+        filter: F,
     ) -> CopyResult<S, T>
     where
         T: TreeStore + 'static,
@@ -128,10 +153,71 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         F: FnMut(&Key, &Leaf) -> Result<bool, E>,
         E: std::error::Error + Send + Sync + 'static,
     {
+        let span = copy_span(self.tree.store(), target.store(), true);
+        let traced = Traced::new(span, target.store());
+        traced
+            .run(target.store(), self.copy_filtered(target, filter))
+            .await
+    }
+
+    /// [`copy_filter_to`](Self::copy_filter_to), inside its span: the
+    /// filter pass, then the copy of what it kept.
+    async fn copy_filtered<T: TreeStore + 'static, L2: Layout, E>(
+        &self,
+        target: &Tree<T, L2>,
+        filter: impl FnMut(&Key, &Leaf) -> Result<bool, E>,
+    ) -> CopyResult<S, T>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let (rejected, kept) = self.filter_pass(filter).await?;
+        let dropped = rejected.len() as u64;
+        if dropped <= kept
+            && L::KIND == L2::KIND
+            && let Some(same) = same_store::<S, T>(target.store())
+            && let Some(root) = self.copy_then_delete::<T, L2>(same, &rejected).await?
+        {
+            return Ok(self.set_based(root, kept, dropped));
+        }
+        let rejected: HashSet<Key> = rejected.into_iter().collect();
+        let report = self
+            .stream_into(target, &rejected, dropped, Some(kept))
+            .await?;
+        Ok(CopyReport { kept, ..report })
+    }
+
+    /// The report of a copy done inside the database (its one progress
+    /// report, and its span's fields).
+    fn set_based(&self, root: ComputedNode, kept: u64, rejected: u64) -> CopyReport {
+        let meter = self
+            .tree
+            .progress
+            .meter(ProgressOperation::Copy, Some(kept));
+        meter.finish();
+        record_report(kept, rejected, true);
+        CopyReport {
+            root,
+            kept,
+            rejected,
+            set_based: true,
+        }
+    }
+
+    /// Runs `filter` over every leaf: the keys it rejects, and how many it
+    /// keeps.
+    async fn filter_pass<T: std::error::Error + 'static, E>(
+        &self,
+        mut filter: impl FnMut(&Key, &Leaf) -> Result<bool, E>,
+    ) -> Result<(Vec<Key>, u64), CopyError<S::Error, T>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let mut rejected = Vec::new();
         let mut kept = 0u64;
         let mut leaves = self.leaves(..);
+        let mut filtered = self.tree.progress.meter(ProgressOperation::Filter, None);
         while let Some(entry) = leaves.next().await.map_err(CopyError::Source)? {
+            filtered.add(1);
             match filter(&entry.key, &entry.leaf) {
                 Ok(true) => kept = kept.saturating_add(1),
                 Ok(false) => rejected.push(entry.key),
@@ -143,22 +229,8 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
                 }
             }
         }
-        let dropped = rejected.len() as u64;
-        if dropped <= kept
-            && L::KIND == L2::KIND
-            && let Some(same) = same_store::<S, T>(target.store())
-            && let Some(root) = self.copy_then_delete::<T, L2>(same, &rejected).await?
-        {
-            return Ok(CopyReport {
-                root,
-                kept,
-                rejected: dropped,
-                set_based: true,
-            });
-        }
-        let rejected: HashSet<Key> = rejected.into_iter().collect();
-        let report = self.stream_into(target, &rejected, dropped).await?;
-        Ok(CopyReport { kept, ..report })
+        filtered.finish();
+        Ok((rejected, kept))
     }
 
     /// The set-based CopyFilter: rows copied into a staging namespace of
@@ -209,7 +281,9 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         target: &Tree<T, L2>,
         rejected: &HashSet<Key>,
         dropped: u64,
+        total: Option<u64>,
     ) -> CopyResult<S, T> {
+        let mut copied = self.tree.progress.meter(ProgressOperation::Copy, total);
         let mut kept = 0u64;
         let mut root = target.root().await.map_err(CopyError::Target)?;
         let mut leaves = self.leaves(..);
@@ -225,7 +299,10 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
                 .collect();
             kept = kept.saturating_add(batch.len() as u64);
             root = target.insert_many(batch).await.map_err(CopyError::Target)?;
+            copied.set(kept);
         }
+        copied.finish();
+        record_report(kept, dropped, false);
         Ok(CopyReport {
             root,
             kept,
@@ -233,4 +310,32 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
             set_based: false,
         })
     }
+}
+
+/// The span of a copy (DEBUG) from `source` into `target` (`filter`:
+/// a [`View::copy_filter_to`]); its counters are the target store's.
+fn copy_span<S: TreeStore, T: TreeStore>(source: &S, target: &T, filter: bool) -> Span {
+    tracing::debug_span!(
+        target: "ms_smt",
+        "copy",
+        namespace = source.namespace(),
+        target_namespace = target.namespace(),
+        filter,
+        kept = Empty,
+        rejected = Empty,
+        set_based = Empty,
+        outcome = Empty,
+        error = Empty,
+        round_trips = Empty,
+        nodes_read = Empty,
+        nodes_written = Empty,
+    )
+}
+
+/// Records what a copy did into its span (the current one).
+fn record_report(kept: u64, rejected: u64, set_based: bool) {
+    Span::current()
+        .record("kept", kept)
+        .record("rejected", rejected)
+        .record("set_based", set_based);
 }

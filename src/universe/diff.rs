@@ -15,6 +15,8 @@
 
 use std::ops::{Bound, RangeBounds};
 
+use tracing::field::Empty;
+
 use crate::descent::NodeCache;
 use crate::descent::NodeSource;
 use crate::empty::is_empty_hash;
@@ -28,6 +30,7 @@ use crate::position::Position;
 use crate::store::TreeStore;
 use crate::tree::View;
 use crate::tree::handle::Res;
+use crate::tree::traced::Traced;
 use crate::universe::iter::DEFAULT_PAGE;
 use crate::universe::iter::{after_start, before_end, owned};
 
@@ -134,24 +137,37 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
             return Ok(Vec::new());
         }
         let (old, new, this) = (self.old, self.new, &*self);
-        let (page, finished) = old
-            .tree
-            .retrying(move || async move {
-                let (old_root, new_root) = (old.root().await?, new.root().await?);
-                match this.walk_page(&old_root, &new_root).await {
-                    Err(TreeError::Plan(e)) => {
-                        let moved = old.tree.lost_race(old.target, &e, &old_root).await?
-                            || new.tree.lost_race(new.target, &e, &new_root).await?;
-                        if moved {
-                            Ok(None)
-                        } else {
-                            Err(TreeError::Plan(e))
-                        }
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "diff",
+            namespace = old.tree.store().namespace(),
+            page = self.page,
+            entries = Empty,
+            attempts = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let traced = Traced::new(span, old.tree.store());
+        let walk = old.tree.retrying(move || async move {
+            let (old_root, new_root) = (old.root().await?, new.root().await?);
+            match this.walk_page(&old_root, &new_root).await {
+                Err(TreeError::Plan(e)) => {
+                    let moved = old.tree.lost_race(old.target, &e, &old_root).await?
+                        || new.tree.lost_race(new.target, &e, &new_root).await?;
+                    if moved {
+                        Ok(None)
+                    } else {
+                        Err(TreeError::Plan(e))
                     }
-                    other => other.map(Some),
                 }
-            })
-            .await?;
+                other => other.map(Some),
+            }
+        });
+        let (page, finished) = traced.run(old.tree.store(), walk).await?;
+        traced.span().record("entries", page.len());
         if let Some(last) = page.last() {
             self.start = Bound::Excluded(last.key);
         }

@@ -23,6 +23,9 @@
 //! ```
 #![deny(clippy::arithmetic_side_effects)]
 
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
+
 use crate::descent::NodeCache;
 use crate::descent::NodeSource;
 use crate::empty::empty_hash;
@@ -33,8 +36,10 @@ use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
+use crate::progress::{Meter, ProgressOperation};
 use crate::store::{BulkStore, TreeStore};
 use crate::tree::handle::Res;
+use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 use crate::universe::copy::staging_name;
 
@@ -163,6 +168,18 @@ pub enum ImportError<E: std::error::Error + 'static> {
     /// The store failed.
     #[error(transparent)]
     Tree(#[from] TreeError<E>),
+}
+
+impl<E: std::error::Error + 'static> ErrorKind for ImportError<E> {
+    fn kind(&self) -> &'static str {
+        match self {
+            ImportError::Refused(_) => "refused",
+            ImportError::TargetNotEmpty => "target_not_empty",
+            ImportError::Incomplete { .. } => "incomplete",
+            ImportError::FinalRootMismatch { .. } => "final_root_mismatch",
+            ImportError::Tree(e) => e.kind(),
+        }
+    }
 }
 
 /// (hash, sum) of the subtree at `level` holding exactly `leaves` (tree
@@ -476,6 +493,32 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
     /// trunk and the chunks read later describe one tree.
     pub async fn export_trunk(&self, level: usize) -> Res<Trunk, S> {
         let level = level.min(MAX_LEVEL);
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "export_trunk",
+            namespace = self.tree.store().namespace(),
+            level,
+            pinned = self.is_pinned(),
+            chunks = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let traced = Traced::new(span, self.tree.store());
+        let trunk = traced.run(self.tree.store(), self.cut(level)).await?;
+        traced.span().record("chunks", trunk.chunks.len());
+        Ok(trunk)
+    }
+
+    /// [`export_trunk`](Self::export_trunk) at `level` (at most 256),
+    /// inside its span.
+    async fn cut(&self, level: usize) -> Res<Trunk, S> {
+        let mut levels = self
+            .tree
+            .progress
+            .meter(ProgressOperation::ExportTrunk, Some(level as u64));
         let root = self.root().await?;
         let mut cache = NodeCache::new();
         // What sits at each frontier position: a stored node, or a leaf
@@ -542,6 +585,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                 }
             }
             frontier = next;
+            levels.set(below as u64);
         }
         fill(&frontier, &mut cache).await?;
         let mut chunks = Vec::with_capacity(frontier.len());
@@ -559,6 +603,7 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             };
             chunks.push((pos, node));
         }
+        levels.finish();
         Ok(Trunk {
             root,
             level,
@@ -568,14 +613,42 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
 
     /// The chunk of the subtree at `position`: its leaves.
     pub async fn export_chunk(&self, position: Position) -> Res<Chunk, S> {
-        let leaves = self
-            .leaves(*position.path()..=position.last_key())
-            .collect_all()
-            .await?
-            .into_iter()
-            .map(|e| (e.key, e.leaf))
-            .collect();
-        Ok(Chunk { position, leaves })
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "export_chunk",
+            namespace = self.tree.store().namespace(),
+            level = position.level(),
+            pinned = self.is_pinned(),
+            leaves = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let traced = Traced::new(span, self.tree.store());
+        let chunk = traced
+            .run(self.tree.store(), async {
+                let mut read = self
+                    .tree
+                    .progress
+                    .meter(ProgressOperation::ExportChunk, None);
+                let mut pages = self.leaves(*position.path()..=position.last_key());
+                let mut leaves = Vec::new();
+                loop {
+                    let page = pages.next_page().await?;
+                    if page.is_empty() {
+                        break;
+                    }
+                    read.add(page.len() as u64);
+                    leaves.extend(page.into_iter().map(|e| (e.key, e.leaf)));
+                }
+                read.finish();
+                Ok::<_, TreeError<S::Error>>(Chunk { position, leaves })
+            })
+            .await?;
+        traced.span().record("leaves", chunk.leaves.len());
+        Ok(chunk)
     }
 }
 
@@ -587,6 +660,8 @@ pub struct Import<'t, S, L> {
     trunk: Trunk,
     /// Per trunk entry (by index), whether its chunk is in.
     done: Vec<bool>,
+    /// Chunks in, reported to the target tree's sink.
+    meter: Meter,
 }
 
 impl<S: BulkStore, L: Layout> Tree<S, L> {
@@ -596,6 +671,13 @@ impl<S: BulkStore, L: Layout> Tree<S, L> {
     /// earlier, interrupted import of the same trunk left there count as
     /// done, and anything else there is cleared.
     pub async fn import(&self, trunk: Trunk) -> Result<Import<'_, S, L>, ImportError<S::Error>> {
+        let span = import_span(self.store(), "start", trunk.chunks.len());
+        let traced = Traced::new(span, self.store());
+        traced.run(self.store(), self.start_import(trunk)).await
+    }
+
+    /// [`import`](Self::import), inside its span.
+    async fn start_import(&self, trunk: Trunk) -> Result<Import<'_, S, L>, ImportError<S::Error>> {
         trunk.check()?;
         if self.root().await? != ComputedNode::empty_root() {
             return Err(ImportError::TargetNotEmpty);
@@ -623,13 +705,38 @@ impl<S: BulkStore, L: Layout> Tree<S, L> {
                 done.iter_mut().for_each(|d| *d = false);
             }
         }
+        let mut meter = self
+            .progress
+            .meter(ProgressOperation::Import, Some(done.len() as u64));
+        let resumed = done.iter().filter(|d| **d).count();
+        meter.set(resumed as u64);
         Ok(Import {
             target: self,
             staging,
             trunk,
             done,
+            meter,
         })
     }
+}
+
+/// The span (DEBUG) of one step of an import into `target`: `step` is
+/// `start`, `add` or `finish`; `chunks` counts the trunk's chunks (for
+/// `add`, the chunk's leaves). Its counters are the target store's (for
+/// `add`, the staging store's, where the chunk is written).
+fn import_span<S: TreeStore>(target: &S, step: &'static str, chunks: usize) -> Span {
+    tracing::debug_span!(
+        target: "ms_smt",
+        "import",
+        namespace = target.namespace(),
+        step,
+        chunks,
+        outcome = Empty,
+        error = Empty,
+        round_trips = Empty,
+        nodes_read = Empty,
+        nodes_written = Empty,
+    )
 }
 
 impl<S: BulkStore, L: Layout> Import<'_, S, L> {
@@ -653,6 +760,18 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
     /// staging (one `insert_many`). A chunk already in is accepted again
     /// without writing.
     pub async fn add(&mut self, chunk: &Chunk) -> Result<(), ImportError<S::Error>> {
+        let span = import_span(self.target.store(), "add", chunk.leaves.len());
+        let traced = Traced::new(span, self.staging.store());
+        let out = self
+            .add_chunk(chunk)
+            .instrument(traced.span().clone())
+            .await;
+        traced.finish(self.staging.store(), &out);
+        out
+    }
+
+    /// [`add`](Self::add), inside its span.
+    async fn add_chunk(&mut self, chunk: &Chunk) -> Result<(), ImportError<S::Error>> {
         chunk.check(&self.trunk)?;
         let i = self
             .trunk
@@ -668,12 +787,21 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
         if let Some(d) = self.done.get_mut(i) {
             *d = true;
         }
+        self.meter.add(1);
         Ok(())
     }
 
     /// Makes the imported tree the target's, once every chunk is in and the
     /// staging root equals the trunk's, in one step. Returns the root.
     pub async fn finish(self) -> Result<ComputedNode, ImportError<S::Error>> {
+        let span = import_span(self.target.store(), "finish", self.done.len());
+        let target = self.target;
+        let traced = Traced::new(span, target.store());
+        traced.run(target.store(), self.swap_in()).await
+    }
+
+    /// [`finish`](Self::finish), inside its span.
+    async fn swap_in(self) -> Result<ComputedNode, ImportError<S::Error>> {
         let missing = self.done.iter().filter(|d| !**d).count();
         if missing > 0 {
             return Err(ImportError::Incomplete { missing });
@@ -702,6 +830,7 @@ impl<S: BulkStore, L: Layout> Import<'_, S, L> {
         if !taken {
             return Err(ImportError::TargetNotEmpty);
         }
+        self.meter.finish();
         Ok(got)
     }
 

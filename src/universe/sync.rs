@@ -26,6 +26,9 @@
 
 use std::future::Future;
 
+use tracing::Span;
+use tracing::field::Empty;
+
 use crate::descent::Subtree;
 use crate::error::TreeError;
 use crate::key::{Key, MAX_LEVEL};
@@ -33,7 +36,9 @@ use crate::layout::{Layout, LayoutKind};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
+use crate::progress::ProgressOperation;
 use crate::store::TreeStore;
+use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 
 /// A tree a local tree can be brought level with.
@@ -89,6 +94,21 @@ pub enum SyncError<L: std::error::Error + 'static, P: std::error::Error + 'stati
     },
 }
 
+impl<L, P> ErrorKind for SyncError<L, P>
+where
+    L: std::error::Error + 'static,
+    P: std::error::Error + 'static,
+{
+    fn kind(&self) -> &'static str {
+        match self {
+            SyncError::Local(_) => "local",
+            SyncError::Peer(_) => "peer",
+            SyncError::BadChildren { .. } => "bad_children",
+            SyncError::WrongCount { .. } => "wrong_count",
+        }
+    }
+}
+
 /// What a sync did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncReport {
@@ -117,6 +137,31 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         peer: &P,
         root: &ComputedNode,
     ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "sync_from",
+            namespace = self.store.namespace(),
+            requests = Empty,
+            fetched = Empty,
+            upserts = Empty,
+            deletes = Empty,
+            outcome = Empty,
+            error = Empty,
+            round_trips = Empty,
+            nodes_read = Empty,
+            nodes_written = Empty,
+        );
+        let traced = Traced::new(span, &self.store);
+        traced.run(&self.store, self.sync(peer, root)).await
+    }
+
+    /// [`sync_from`](Self::sync_from), inside its span.
+    async fn sync<P: SyncPeer>(
+        &self,
+        peer: &P,
+        root: &ComputedNode,
+    ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
+        let mut fetched = self.progress.meter(ProgressOperation::Sync, None);
         let local = self.view();
         let mut report = SyncReport {
             requests: 0,
@@ -216,6 +261,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 report.fetched = report
                     .fetched
                     .saturating_add(2u64.saturating_mul(answers.len() as u64));
+                fetched.set(report.fetched);
                 next.reserve(answers.len().saturating_mul(2));
                 for ((pos, parent), pair) in ask.into_iter().zip(answers) {
                     let Some([l, r]) = Subtree::checked_children(&pos, &parent, &pair) else {
@@ -240,6 +286,12 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         } else {
             self.insert_many(batch).await.map_err(SyncError::Local)?
         };
+        fetched.finish();
+        Span::current()
+            .record("requests", report.requests)
+            .record("fetched", report.fetched)
+            .record("upserts", report.upserts)
+            .record("deletes", report.deletes);
         Ok(report)
     }
 

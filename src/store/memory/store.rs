@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::nodes::{Dropped, Entry, Nodes};
 
-use crate::audit::nodes::{NodeScan, audit_nodes};
+use crate::audit::nodes::{NodeScan, audit_nodes_with};
 use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeSource, UpdateBatch};
 use crate::empty::is_empty_hash;
@@ -23,6 +23,7 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
+use crate::progress::ProgressSink;
 use crate::store::{
     BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore, hashing,
 };
@@ -215,7 +216,7 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     /// The root record, every stored node with its reference count, and
-    /// the pinned roots, from one snapshot: what [`audit_nodes`] checks.
+    /// the pinned roots, from one snapshot: what [`audit_nodes`](crate::audit::audit_nodes) checks.
     pub fn scan_nodes(&self) -> Result<NodeScan, MemoryError> {
         let space = self.read()?;
         let nodes = space
@@ -463,6 +464,10 @@ impl TreeStore for MemoryStore {
         self.counters.snapshot()
     }
 
+    fn namespace(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+
     /// The whole write under the namespace's write lock, planned straight
     /// on the stored nodes: nothing can move the root meanwhile, so the
     /// write cannot lose a race (the tree takes this path after a few lost
@@ -492,8 +497,12 @@ impl TreeStore for MemoryStore {
         Ok(Some(update.new_root))
     }
 
-    async fn audit(&self, kind: LayoutKind) -> Result<Option<AuditReport>, MemoryError> {
-        Ok(Some(audit_nodes(kind, &self.scan_nodes()?)))
+    async fn audit(
+        &self,
+        kind: LayoutKind,
+        progress: &ProgressSink,
+    ) -> Result<Option<AuditReport>, MemoryError> {
+        Ok(Some(audit_nodes_with(kind, &self.scan_nodes()?, progress)))
     }
 }
 

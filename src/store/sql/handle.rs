@@ -22,6 +22,7 @@ use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
+use crate::progress::ProgressSink;
 use crate::store::locked::write_planned;
 use crate::store::{
     BulkStore, CommitOutcome, DEFAULT_RECENT_NODES, PathStart, PinStore, ReadAt, RecentNodes,
@@ -145,7 +146,13 @@ impl<C: Dialect> SqlStore<C> {
     /// with its ledger entry; a database at a newer version than this
     /// crate knows is refused ([`SqlStoreError::SchemaTooNew`]).
     pub async fn migrate(&self) -> Res<()> {
-        super::schema::migrate::<C>(&self.pool).await
+        self.migrate_with_progress(&ProgressSink::default()).await
+    }
+
+    /// [`migrate`](Self::migrate), reporting the versions applied to
+    /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
+    pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
+        super::schema::migrate::<C>(&self.pool, progress).await
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -295,6 +302,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         self.space.counters.snapshot_with(&self.space.recent)
     }
 
+    fn namespace(&self) -> Option<&str> {
+        Some(&self.space.name)
+    }
+
     // TreeError is what the tree's own writes return; boxing it here only.
     #[allow(clippy::result_large_err)]
     async fn write_locked(
@@ -329,8 +340,8 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         .await
     }
 
-    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
-        let mut audit = RowAudit::new(kind);
+    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind).with_progress(progress);
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
         let mut tx = conn.conn().begin().await?;
@@ -417,8 +428,12 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
         self.space.counters.snapshot_with(&self.space.recent)
     }
 
-    async fn audit(&self, kind: LayoutKind) -> Res<Option<AuditReport>> {
-        let mut audit = RowAudit::new(kind);
+    fn namespace(&self) -> Option<&str> {
+        Some(&self.space.name)
+    }
+
+    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<Option<AuditReport>> {
+        let mut audit = RowAudit::new(kind).with_progress(progress);
         ops::scan_rows_on(&mut **self.conn.lock().await, &self.space, &mut audit).await?;
         Ok(Some(audit.finish()))
     }

@@ -4,11 +4,43 @@
 //! entry, and a database at a newer version than this crate knows is
 //! refused.
 
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
+
 use super::dialect::{Arg, Dialect, begin_write};
 use super::error::{Res, SqlStoreError};
+use crate::progress::{ProgressOperation, ProgressSink};
 
-/// Creates or upgrades the store's tables on `pool` (see the module docs).
-pub(crate) async fn migrate<C: Dialect>(pool: &sqlx::Pool<C::Database>) -> Res<()> {
+/// Creates or upgrades the store's tables on `pool` (see the module docs),
+/// in a `schema_upgrade` span (INFO), reporting the versions applied to
+/// `progress` ([`ProgressOperation::SchemaUpgrade`]).
+pub(crate) async fn migrate<C: Dialect>(
+    pool: &sqlx::Pool<C::Database>,
+    progress: &ProgressSink,
+) -> Res<()> {
+    let span = tracing::info_span!(
+        target: "ms_smt",
+        "schema_upgrade",
+        engine = std::any::type_name::<C>(),
+        found = Empty,
+        newest = C::MIGRATIONS.last().map_or(0, |m| m.0),
+        steps = Empty,
+        applied = Empty,
+        outcome = Empty,
+        error = Empty,
+    );
+    let out = upgrade::<C>(pool, progress).instrument(span.clone()).await;
+    match &out {
+        Ok(()) => span.record("outcome", "ok"),
+        Err(e) => span
+            .record("outcome", "error")
+            .record("error", tracing::field::display(e)),
+    };
+    out
+}
+
+/// [`migrate`], inside its span.
+async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &ProgressSink) -> Res<()> {
     let newest = C::MIGRATIONS.last().map_or(0, |m| m.0);
     let mut conn = pool.acquire().await?;
     let applied = {
@@ -25,6 +57,15 @@ pub(crate) async fn migrate<C: Dialect>(pool: &sqlx::Pool<C::Database>) -> Res<(
         tx.commit().await?;
         applied
     };
+    let steps = C::MIGRATIONS
+        .iter()
+        .filter(|(version, _, _)| !applied.contains(version))
+        .count();
+    let span = Span::current();
+    span.record("found", applied.iter().max().copied().unwrap_or(0))
+        .record("steps", steps);
+    let mut meter = progress.meter(ProgressOperation::SchemaUpgrade, Some(steps as u64));
+    let mut ran = 0u64;
     for (version, description, sql) in C::MIGRATIONS {
         if applied.contains(version) {
             continue;
@@ -38,9 +79,14 @@ pub(crate) async fn migrate<C: Dialect>(pool: &sqlx::Pool<C::Database>) -> Res<(
                 &[Arg::Int(*version), Arg::Text(description)],
             )
             .await?;
+            ran = ran.saturating_add(1);
         }
         tx.commit().await?;
+        tracing::debug!(target: "ms_smt", version = *version, description = *description, "schema version in place");
+        meter.add(1);
     }
+    span.record("applied", ran);
+    meter.finish();
     Ok(())
 }
 
