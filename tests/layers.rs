@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   primitives < layout, pin < descent < strata < proof < audit < store
-//!     < store's SQL core < tree < universe < lib.rs, test_utils
+//!     < store's SQL core < tree < universe < federation < lib.rs, test_utils
 //! ```
 //!
 //! Every `crate::…` path outside comments (in `use` lines and inline) is
@@ -34,6 +34,9 @@ fn rank(path: &[&str]) -> Option<u32> {
         "failpoint" => 7,
         "tree" => 8,
         "universe" => 9,
+        // Federation over HTTP (cargo feature `http`): above the universe
+        // operations it serves.
+        "federation" => 10,
         "lib" | "test_utils" => return None,
         other => panic!("module {other} has no rank: add it to tests/layers.rs"),
     })
