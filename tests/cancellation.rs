@@ -82,6 +82,15 @@ struct Seen {
     landed: usize,
 }
 
+/// The operations both stores are cancelled in.
+const EVERY_OP: &[&str] = &[
+    "insert_many",
+    "submit",
+    "get_many",
+    "merkle_proofs",
+    "delete_all",
+];
+
 /// Runs one operation with every cancellation point. `check` runs after
 /// each drop: it must find the store usable and clean (`fresh` gives a
 /// handle with nothing remembered).
@@ -206,13 +215,7 @@ async fn cancel_sqlite() {
     let ns = unique("cancel");
     let seen = campaign(
         "sqlite",
-        &[
-            "insert_many",
-            "submit",
-            "get_many",
-            "merkle_proofs",
-            "delete_all",
-        ],
+        EVERY_OP,
         || store.open_namespace(&ns).with_recent_nodes(0),
         async || {},
     )
@@ -260,13 +263,7 @@ async fn cancel_postgres() {
     let ns = unique("cancel");
     let seen = campaign(
         "postgres",
-        &[
-            "insert_many",
-            "submit",
-            "get_many",
-            "merkle_proofs",
-            "delete_all",
-        ],
+        EVERY_OP,
         || store.open_namespace(&ns).with_recent_nodes(0),
         async || no_idle_transaction(&admin).await,
     )
