@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own part of this module
 
 pub mod child;
+pub mod hooked;
 pub mod model;
 pub mod recipes;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
