@@ -463,20 +463,13 @@ impl<S: TestStore, L: Layout> Mirror<S, L> {
     pub async fn delete_everything(&mut self) {
         let live: Vec<Key> = self.model.keys().map(|k| k.0).collect();
         let (a, b) = live.split_at(live.len() / 2);
-        self.apply(
-            "delete half in a batch",
-            a.iter().map(|k| (*k, Leaf::empty())).collect(),
-            false,
-            Check::Root,
-        )
-        .await;
-        self.apply(
-            "delete the rest one by one",
-            b.iter().map(|k| (*k, Leaf::empty())).collect(),
-            true,
-            Check::Root,
-        )
-        .await;
+        for (step, keys, single) in [
+            ("delete half in a batch", a, false),
+            ("delete the rest one by one", b, true),
+        ] {
+            let deletes = keys.iter().map(|k| (*k, Leaf::empty())).collect();
+            self.apply(step, deletes, single, Check::Root).await;
+        }
         assert!(self.model.is_empty());
         let store = self.tree.store();
         assert_eq!(
