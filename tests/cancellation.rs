@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use ms_smt::store::{PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use sqlx::Connection;
-use support::{TempDb, hkey, map_root, pg_url, unique};
+use support::{TempDb, assert_audit_clean, hkey, map_root, pg_url, unique};
 
 type Model = HashMap<Key, Leaf>;
 
@@ -182,12 +182,7 @@ where
                 );
                 model = if_not;
             }
-            let report = tree.audit().await.expect("audit");
-            assert!(
-                report.is_clean(),
-                "{what} {op} k={k}: {:?}",
-                report.problems
-            );
+            assert_audit_clean(&tree, &format!("{what} {op} k={k}")).await;
             let leaves = tree.get_many(&keys).await.expect("get_many after a drop");
             for (key, leaf) in keys.iter().zip(&leaves) {
                 assert_eq!(Some(leaf), model.get(key).or(Some(&Leaf::empty())));

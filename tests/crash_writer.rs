@@ -27,7 +27,7 @@ use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use support::child::{ChildStore, Target, child_command, child_spec, say};
-use support::{TempDb, hkey, pg_url, unique};
+use support::{TempDb, assert_audit_clean, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const CHILD_ENV: &str = "MSSMT_CRASH_WRITER_CHILD";
@@ -162,12 +162,7 @@ async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> 
                 "{test} round {round}: acknowledged submission {n} lost"
             );
         }
-        let report = tree.audit().await.expect("audit");
-        assert!(
-            report.is_clean(),
-            "{test} round {round}: {:?}",
-            report.problems
-        );
+        assert_audit_clean(&tree, &format!("{test} round {round}")).await;
         eprintln!(
             "{test} round {round}: killed {run_for:?} after the first acknowledgement, {before} acknowledged this round, {} in all, all read back",
             acked.len()
