@@ -12,17 +12,12 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ms_smt::Hash;
-use ms_smt::Node;
-use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, ReadAt, StoreStats, TreeStore, UpdateBatch,
-};
-use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Position, Tree};
+use ms_smt::store::{MemoryStore, StoreStats, TreeStore};
+use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Tree};
 use support::hooked::{Hook, Hooked};
 use support::model::{self, Model};
 use support::recipes::flip;

@@ -14,13 +14,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ms_smt::Hash;
-use ms_smt::Node;
-use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, PostgresStore, ReadAt, RecentNodes, SqliteStore,
-    StoreStats, TreeStore, UpdateBatch,
-};
-use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Position, Tree};
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
+use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Tree};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
 
