@@ -75,26 +75,18 @@ fn phases(c: &mut Criterion) {
     g.bench_function("drop_batch", |b| {
         b.iter_batched(|| full.clone(), drop, BatchSize::PerIteration)
     });
-    g.bench_function("commit", |b| {
-        b.iter_batched(
-            MemoryStore::new,
-            |store| {
-                rt.block_on(store.commit(&full)).expect("commit");
-                store
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    g.bench_function("commit_compacted", |b| {
-        b.iter_batched(
-            MemoryStore::new,
-            |store| {
-                rt.block_on(store.commit(&compacted)).expect("commit");
-                store
-            },
-            BatchSize::PerIteration,
-        )
-    });
+    for (name, update) in [("commit", &full), ("commit_compacted", &compacted)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                MemoryStore::new,
+                |store| {
+                    rt.block_on(store.commit(update)).expect("commit");
+                    store
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
     g.bench_function("drop_store", |b| {
         b.iter_batched(|| committed(&rt, &full), drop, BatchSize::PerIteration)
     });

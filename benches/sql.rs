@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use common::{Batch, ScratchSqlite, runtime};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{Key, Layout, Leaf, Tree};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -100,7 +100,17 @@ impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
     }
 }
 
-fn report(name: &str, stats: StoreStats) {
+/// Runs `op`, one operation on `tree`, once (untimed) and prints the store
+/// counters it spent under `name`.
+fn report<S: TreeStore, L: Layout, T, E: std::fmt::Debug>(
+    rt: &Runtime,
+    name: &str,
+    tree: &Tree<S, L>,
+    op: impl Future<Output = Result<T, E>>,
+) {
+    let before = tree.store().stats();
+    rt.block_on(op).expect(name);
+    let stats = tree.store().stats().since(&before);
     eprintln!(
         "  {name}: {} round trips, {} statements, {} nodes read, {} remembered, {} node rows written",
         stats.round_trips,
@@ -145,12 +155,11 @@ fn insert_many_undone<S: TreeStore, L: Layout>(
             total
         })
     });
-    let before = tree.store().stats();
-    rt.block_on(tree.insert_many(batch.to_vec()))
-        .expect("insert_many");
     report(
+        rt,
         &format!("{group_name}/{name}"),
-        tree.store().stats().since(&before),
+        tree,
+        tree.insert_many(batch.to_vec()),
     );
     rt.block_on(delete_keys(tree, batch));
 }
@@ -164,11 +173,11 @@ fn merkle_proofs_of<S: TreeStore, L: Layout>(
     tree: &Tree<S, L>,
     keys: &[Key],
 ) {
-    let before = tree.store().stats();
-    rt.block_on(tree.merkle_proofs(keys)).expect("proofs");
     report(
+        rt,
         &format!("{group_name}/{name}"),
-        tree.store().stats().since(&before),
+        tree,
+        tree.merkle_proofs(keys),
     );
     g.bench_function(name, |b| {
         b.to_async(rt)
@@ -218,12 +227,11 @@ fn bench_layout<F: Factory, L: Layout>(
             tree.insert_many(batch.to_vec()).await.expect("insert_many")
         ));
         let tree = Tree::<F::S, L>::new(f.fresh());
-        let before = tree.store().stats();
-        rt.block_on(tree.insert_many(batch.to_vec()))
-            .expect("insert_many");
         report(
+            rt,
             &format!("{group_name}/{name}"),
-            tree.store().stats().since(&before),
+            &tree,
+            tree.insert_many(batch.to_vec()),
         );
         rt.block_on(tree.delete_all()).expect("cleanup");
 
@@ -296,11 +304,11 @@ fn bench_layout<F: Factory, L: Layout>(
             &keys,
         );
     }
-    let before = tree.store().stats();
-    rt.block_on(tree.get_many(&keys)).expect("gets");
     report(
+        rt,
         &format!("{group_name}/get_many/1000"),
-        tree.store().stats().since(&before),
+        &tree,
+        tree.get_many(&keys),
     );
     let t = &tree;
     let k = &keys;

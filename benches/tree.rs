@@ -481,23 +481,37 @@ fn bench_reads<L: Layout>(
     tree: &Tree<MemoryStore, L>,
 ) {
     let keys = shuffled_keys(d);
-    let n = keys.len();
-
     g.sample_size(100);
-    g.bench_function(format!("{layout}/10k/get"), |b| {
+    each_key(
+        g,
+        rt,
+        format!("{layout}/10k/get"),
+        &keys,
+        |key| async move { tree.get(&key).await.expect("get") },
+    );
+    each_key(
+        g,
+        rt,
+        format!("{layout}/10k/merkle_proof"),
+        &keys,
+        |key| async move { tree.merkle_proof(&key).await.expect("proof") },
+    );
+}
+
+/// Benches `op` as `name`, each iteration on the next of `keys`, cycling.
+fn each_key<Fut: Future>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &Runtime,
+    name: String,
+    keys: &[Key],
+    op: impl Fn(Key) -> Fut,
+) {
+    g.bench_function(name, |b| {
         let mut i = 0usize;
         b.to_async(rt).iter(|| {
-            let key = keys[i % n];
+            let key = keys[i % keys.len()];
             i += 1;
-            async move { tree.get(&key).await.expect("get") }
-        })
-    });
-    g.bench_function(format!("{layout}/10k/merkle_proof"), |b| {
-        let mut i = 0usize;
-        b.to_async(rt).iter(|| {
-            let key = keys[i % n];
-            i += 1;
-            async move { tree.merkle_proof(&key).await.expect("proof") }
+            op(key)
         })
     });
 }

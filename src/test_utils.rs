@@ -26,3 +26,13 @@ pub fn lift_nodes(
     crate::lift::lift_on(&mut lifts, lanes);
     lifts.into_iter().map(|l| l.hash).collect()
 }
+
+/// Removes the SQLite database at `path` with its WAL and shared-memory
+/// files, ignoring any that are gone: how scratch databases clean up.
+pub fn remove_sqlite_files(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+}

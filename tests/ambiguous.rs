@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use ms_smt::store::PostgresStore;
 use ms_smt::{CompactedTree, Key, Leaf};
 use sqlx::postgres::PgPoolOptions;
-use support::{hkey, pg_url, root_of, unique};
+use support::{assert_audit_clean, hkey, pg_url, root_of, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -291,12 +291,7 @@ async fn ambiguous_commits_postgres() {
         }
         applied.push(b);
         assert_eq!(check.root().await.expect("root"), after, "applied once");
-        let report = check.audit().await.expect("audit");
-        assert!(
-            report.is_clean(),
-            "cut {dir}/{limit}: {:?}",
-            report.problems
-        );
+        assert_audit_clean(&check, &format!("cut {dir}/{limit}")).await;
     }
     println!(
         "ambiguous commits: {points} cut points ({} client bytes, {} server bytes per write), \

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use ms_smt::store::{PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use sqlx::Connection;
-use support::{TempDb, hkey, map_root, pg_url, unique};
+use support::{TempDb, assert_audit_clean, hkey, map_root, pg_url, unique};
 
 type Model = HashMap<Key, Leaf>;
 
@@ -81,6 +81,15 @@ struct Seen {
     /// Drops after which the new root was already stored.
     landed: usize,
 }
+
+/// The operations both stores are cancelled in.
+const EVERY_OP: &[&str] = &[
+    "insert_many",
+    "submit",
+    "get_many",
+    "merkle_proofs",
+    "delete_all",
+];
 
 /// Runs one operation with every cancellation point. `check` runs after
 /// each drop: it must find the store usable and clean (`fresh` gives a
@@ -173,12 +182,7 @@ where
                 );
                 model = if_not;
             }
-            let report = tree.audit().await.expect("audit");
-            assert!(
-                report.is_clean(),
-                "{what} {op} k={k}: {:?}",
-                report.problems
-            );
+            assert_audit_clean(&tree, &format!("{what} {op} k={k}")).await;
             let leaves = tree.get_many(&keys).await.expect("get_many after a drop");
             for (key, leaf) in keys.iter().zip(&leaves) {
                 assert_eq!(Some(leaf), model.get(key).or(Some(&Leaf::empty())));
@@ -206,13 +210,7 @@ async fn cancel_sqlite() {
     let ns = unique("cancel");
     let seen = campaign(
         "sqlite",
-        &[
-            "insert_many",
-            "submit",
-            "get_many",
-            "merkle_proofs",
-            "delete_all",
-        ],
+        EVERY_OP,
         || store.open_namespace(&ns).with_recent_nodes(0),
         async || {},
     )
@@ -260,13 +258,7 @@ async fn cancel_postgres() {
     let ns = unique("cancel");
     let seen = campaign(
         "postgres",
-        &[
-            "insert_many",
-            "submit",
-            "get_many",
-            "merkle_proofs",
-            "delete_all",
-        ],
+        EVERY_OP,
         || store.open_namespace(&ns).with_recent_nodes(0),
         async || no_idle_transaction(&admin).await,
     )

@@ -38,10 +38,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use support::child::{Target, child_spec, say};
+use support::child::{Target, child_command, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 
 /// Set in a writer's environment: its [`ChildSpec`] as JSON.
 const CHILD_ENV: &str = "MSSMT_CONTENTION_CHILD";
@@ -215,7 +214,6 @@ async fn run_writers(
     writers: u64,
     batches: u64,
 ) -> Vec<Report> {
-    let exe = std::env::current_exe().expect("current_exe");
     let mut children = Vec::new();
     for w in 0..writers {
         let spec = ChildSpec {
@@ -225,13 +223,7 @@ async fn run_writers(
             writer: w,
             batches,
         };
-        let mut child = Command::new(&exe)
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, serde_json::to_string(&spec).expect("json"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
+        let mut child = child_command(CHILD_ENV, &spec, test, Stdio::piped())
             .spawn()
             .expect("spawn writer");
         let stdin = child.stdin.take().expect("stdin");

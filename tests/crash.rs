@@ -50,7 +50,7 @@ use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use support::child::{ChildStore, Target, child_spec, say};
+use support::child::{self, ChildStore, Target, child_spec, say};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -384,16 +384,10 @@ struct Figures {
     outage_error: Option<(Duration, String)>,
 }
 
+/// The child for `spec`, running `test`, named `app` on Postgres.
 fn child_command(spec: &ChildSpec, test: &str, app: &str) -> Command {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
-    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, serde_json::to_string(spec).expect("spec json"))
-        .env("PGAPPNAME", app)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
+    let mut cmd = child::child_command(CHILD_ENV, spec, test, Stdio::null());
+    cmd.env("PGAPPNAME", app);
     cmd
 }
 

@@ -26,10 +26,9 @@ use ms_smt::store::{BulkStore, PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use support::child::{ChildStore, Target, child_spec, say};
-use support::{TempDb, hkey, pg_url, unique};
+use support::child::{ChildStore, Target, child_command, child_spec, say};
+use support::{TempDb, assert_audit_clean, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 const CHILD_ENV: &str = "MSSMT_CRASH_WRITER_CHILD";
 const SUBMITTERS: u64 = 64;
@@ -110,14 +109,7 @@ async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> 
             namespace: namespace.clone(),
             round,
         };
-        let exe = std::env::current_exe().expect("current_exe");
-        let mut child = Command::new(exe)
-            .args(["--exact", test, "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, serde_json::to_string(&spec).expect("spec json"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
+        let mut child = child_command(CHILD_ENV, &spec, test, Stdio::null())
             .spawn()
             .expect("spawn child");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -170,12 +162,7 @@ async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> 
                 "{test} round {round}: acknowledged submission {n} lost"
             );
         }
-        let report = tree.audit().await.expect("audit");
-        assert!(
-            report.is_clean(),
-            "{test} round {round}: {:?}",
-            report.problems
-        );
+        assert_audit_clean(&tree, &format!("{test} round {round}")).await;
         eprintln!(
             "{test} round {round}: killed {run_for:?} after the first acknowledgement, {before} acknowledged this round, {} in all, all read back",
             acked.len()

@@ -12,17 +12,13 @@
 
 mod support;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ms_smt::Hash;
-use ms_smt::Node;
-use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, ReadAt, StoreStats, TreeStore, UpdateBatch,
-};
-use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Position, Tree};
+use ms_smt::store::{MemoryStore, StoreStats, TreeStore};
+use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Tree};
+use support::hooked::{Hook, Hooked};
 use support::model::{self, Model};
 use support::recipes::flip;
 use support::suite::*;
@@ -223,7 +219,7 @@ async fn concurrency<S: TestStore>(base: S) {
             let log = probe.take_commits();
             calls += log.len();
             moved += log.iter().filter(|(_, ok)| !ok).count();
-            fetches += probe.fetches.load(Ordering::Relaxed);
+            fetches += probe.hook.fetches.load(Ordering::Relaxed);
         }
         eprintln!(
             "concurrency [{} {lay}]: {WRITERS} writers x {} batches done after {:?}: {commits} commits, \
@@ -265,22 +261,18 @@ on_every_store!(concurrent_writers => concurrency);
 /// `at`-th read call (any `read_*`, counted from 0;
 /// `load_root` is not counted), the way a writer on another connection can
 /// commit between two reads of a descent. Everything else is delegated.
+type Interfere<L> = Hooked<MemoryStore, Interference<L>>;
+
+/// The interfering writer of an [`Interfere`] store.
 #[derive(Clone)]
-struct Interfere<L: Layout> {
-    inner: MemoryStore,
+struct Interference<L: Layout> {
     reads: Arc<AtomicU64>,
     at: u64,
     other: Tree<MemoryStore, L>,
     batch: Arc<Mutex<Option<Batch>>>,
 }
 
-impl<L: Layout> Interfere<L> {
-    async fn maybe_interfere(&self) {
-        if self.reads.fetch_add(1, Ordering::Relaxed) == self.at {
-            self.interfere().await;
-        }
-    }
-
+impl<L: Layout> Interference<L> {
     /// Runs the interfering write unless it already ran; true if it ran now.
     async fn interfere(&self) -> bool {
         let batch = self.batch.lock().expect("interfere lock").take();
@@ -297,60 +289,14 @@ impl<L: Layout> Interfere<L> {
     }
 }
 
-impl<L: Layout> TreeStore for Interfere<L> {
-    type Error = ms_smt::store::MemoryError;
-
-    fn load_root(&self) -> impl Future<Output = Result<ComputedNode, Self::Error>> + Send {
-        self.inner.load_root()
+impl<L: Layout> Hook for Interference<L> {
+    async fn before_read(&self) {
+        if self.reads.fetch_add(1, Ordering::Relaxed) == self.at {
+            self.interfere().await;
+        }
     }
 
-    async fn read_paths(
-        &self,
-        at: ReadAt,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> Result<Vec<(Hash, Node)>, Self::Error> {
-        self.maybe_interfere().await;
-        self.inner.read_paths(at, starts, siblings).await
-    }
-
-    async fn read_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Result<Vec<(Hash, Node)>, Self::Error> {
-        self.maybe_interfere().await;
-        self.inner.read_positions(at, nodes).await
-    }
-
-    async fn read_in_order(
-        &self,
-        at: ReadAt,
-        from: (Position, Hash),
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Hash, Node)>, Self::Error> {
-        self.maybe_interfere().await;
-        self.inner
-            .read_in_order(at, from, probe, until, limit)
-            .await
-    }
-
-    fn commit(
-        &self,
-        batch: &UpdateBatch,
-    ) -> impl Future<Output = Result<CommitOutcome, Self::Error>> + Send {
-        self.inner.commit(batch)
-    }
-
-    fn delete_all(&self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.delete_all()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
+    fn after_commit(&self, _stats: StoreStats, _committed: bool) {}
 }
 
 /// A key on the left (bit 0 = 0) or right (bit 0 = 1) half of the tree.
@@ -394,12 +340,14 @@ async fn race<L: Layout>(at: u64) -> Race<L> {
     model::apply(&mut before, &seed);
     let mut after = before.clone();
     model::apply(&mut after, &other);
-    let tree = Tree::new(Interfere {
+    let tree = Tree::new(Hooked {
         inner: store.clone(),
-        reads: Arc::default(),
-        at,
-        other: Tree::new(store),
-        batch: Arc::new(Mutex::new(Some(other))),
+        hook: Interference {
+            reads: Arc::default(),
+            at,
+            other: Tree::new(store),
+            batch: Arc::new(Mutex::new(Some(other))),
+        },
     });
     Race {
         tree,
@@ -432,7 +380,7 @@ async fn read_race_insert<L: Layout>() -> Vec<String> {
                 Ok(root) => {
                     // Linearizable: the write went in after the interfering
                     // one (it ran during the write), or before it (it runs now).
-                    let ran_now = r.tree.store().interfere().await;
+                    let ran_now = r.tree.store().hook.interfere().await;
                     let want = if ran_now { &r.before } else { &r.after };
                     if Some(root) != model::root(want) {
                         errors.push(format!("{what}: returned a wrong root"));

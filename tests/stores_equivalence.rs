@@ -11,17 +11,15 @@
 
 mod support;
 
-use std::time::Instant;
-
 use ms_smt::store::MemoryStore;
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Proof, Tree};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::{TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 use support::model::{self, Model};
 use support::recipes::{KeyR, LeafR, flip, key_r, materialize_keys};
 use support::suite::*;
-use support::{fail, proptest_config, unique};
+use support::{fail, proptest_config, run_cases, unique};
 
 // ---------------------------------------------------------------------------
 // 1. Equivalence (proptest)
@@ -225,18 +223,12 @@ async fn equivalence_case<S: TestStore>(base: &S, case: EqCase) -> Result<(), Te
 }
 
 fn run_equivalence<S: TestStore>(rt: &tokio::runtime::Handle, base: S) {
-    let started = Instant::now();
-    let mut runner = TestRunner::new(proptest_config(EQ_CASES, 128));
-    let result = runner.run(&eq_case(), |case| {
-        rt.block_on(equivalence_case(&base, case))
-    });
-    if let Err(e) = result {
-        panic!("equivalence on {}: {e}", S::KIND);
-    }
-    eprintln!(
-        "equivalence::{} ({EQ_CASES} cases) took {:?}",
+    run_cases(
+        "equivalence",
         S::KIND,
-        started.elapsed()
+        proptest_config(EQ_CASES, 128),
+        &eq_case(),
+        |case| rt.block_on(equivalence_case(&base, case)),
     );
 }
 

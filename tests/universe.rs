@@ -42,11 +42,11 @@ use ms_smt::{
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError};
 use support::model::{self, Model, TreeKey};
 use support::stores::{SqliteDb, pg_store};
 use support::suite::{TestStore, count_rows};
-use support::{fail, hkey, proptest_config, runtime, unique};
+use support::{fail, hkey, proptest_config, run_cases, runtime, unique};
 
 // ---------------------------------------------------------------------------
 // Stores
@@ -244,22 +244,14 @@ where
     F: Fn(S, T::Value) -> Fut,
     Fut: Future<Output = Result<(), TestCaseError>>,
 {
-    let started = Instant::now();
-    let mut runner = TestRunner::new(config(cases));
     // The runner is synchronous: each case runs on this thread's runtime
     // handle via block_in_place.
     let handle = tokio::runtime::Handle::current();
-    let result = tokio::task::block_in_place(|| {
-        runner.run(&strategy, |value| handle.block_on(f(store.clone(), value)))
+    tokio::task::block_in_place(|| {
+        run_cases(what, S::KIND, config(cases), &strategy, |value| {
+            handle.block_on(f(store.clone(), value))
+        })
     });
-    if let Err(e) = result {
-        panic!("{what} on {}: {e}", S::KIND);
-    }
-    eprintln!(
-        "{what}::{} ({cases} cases) took {:?}",
-        S::KIND,
-        started.elapsed()
-    );
 }
 
 /// [`check`] of a property on both layouts of a tree: `compacted`, then

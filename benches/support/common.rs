@@ -61,10 +61,6 @@ impl ScratchSqlite {
 #[cfg(feature = "sqlite")]
 impl Drop for ScratchSqlite {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
+        ms_smt::test_utils::remove_sqlite_files(&self.path);
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
-use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Proof, Tree};
+use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Proof, Tree};
 use serde::Deserialize;
 use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 
@@ -562,23 +562,41 @@ async fn replay_on<S: TreeStore + 'static>(
     report: &mut dyn FnMut(&CaseResult),
 ) {
     for &wp in paths {
+        let on = ReplayOn {
+            name,
+            file,
+            store_label,
+            path: wp,
+            fresh,
+        };
         if full {
-            let label = format!("tree=full store={store_label}");
-            let results = replay_file(name, file, &label, wp, || {
-                let store = fresh();
-                async move { Ok(FullTree::new(store)) }
-            })
-            .await;
-            results.iter().for_each(&mut *report);
+            on.layout::<Full>("full", report).await;
         }
         if compacted {
-            let label = format!("tree=compacted store={store_label}");
-            let results = replay_file(name, file, &label, wp, || {
-                let store = fresh();
-                async move { Ok(CompactedTree::new(store)) }
-            })
-            .await;
-            results.iter().for_each(&mut *report);
+            on.layout::<Compacted>("compacted", report).await;
         }
+    }
+}
+
+/// One vector file on one kind of store along one write path.
+struct ReplayOn<'a, S> {
+    name: &'a str,
+    file: &'a VectorFile,
+    store_label: &'a str,
+    path: WritePath,
+    fresh: &'a (dyn Fn() -> S + Sync),
+}
+
+impl<S: TreeStore + 'static> ReplayOn<'_, S> {
+    /// Replays the file on layout `L` (named `layout`), a fresh store per
+    /// case, and reports each case.
+    async fn layout<L: Layout>(&self, layout: &str, report: &mut dyn FnMut(&CaseResult)) {
+        let label = format!("tree={layout} store={}", self.store_label);
+        let results = replay_file(self.name, self.file, &label, self.path, || {
+            let store = (self.fresh)();
+            async move { Ok(Tree::<S, L>::new(store)) }
+        })
+        .await;
+        results.iter().for_each(report);
     }
 }

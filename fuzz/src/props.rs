@@ -124,21 +124,11 @@ pub fn ref_path(
     Ok((path, s))
 }
 
-/// The root of the walk, or the level whose sum overflowed.
+/// The root of the walk, or the level whose sum overflowed: the last node
+/// of [`ref_path`].
 pub fn ref_root(sibs: &[Sib], key: &[u8; 32], value: &[u8], sum: u64) -> Result<Sib, usize> {
-    assert_eq!(sibs.len(), LEVELS);
-    let mut h = ref_leaf_hash(value, sum);
-    let mut s = sum;
-    for (j, (sh, ss)) in sibs.iter().enumerate() {
-        let level = LEVELS - 1 - j;
-        s = s.checked_add(*ss).ok_or(level)?;
-        h = if bit(key, level) {
-            ref_branch(sh, &h, s)
-        } else {
-            ref_branch(&h, sh, s)
-        };
-    }
-    Ok((h, s))
+    let (path, s) = ref_path(sibs, key, value, sum)?;
+    Ok((path[LEVELS], s))
 }
 
 // ---------------------------------------------------------------------------
@@ -686,6 +676,12 @@ fn short_hex(b: &[u8]) -> String {
     }
 }
 
+/// Fails with `what` and the input's hex (`bytes`) unless `ok`.
+#[track_caller]
+fn holds(ok: bool, what: &str, bytes: &[u8]) {
+    assert!(ok, "{what}: {}", short_hex(bytes));
+}
+
 /// Decodes untrusted bytes and checks every decoding property. Returns the
 /// strict decoding and, when Go's lenient decoder accepts the bytes, the
 /// proof Go would use.
@@ -698,15 +694,15 @@ pub fn check_decode(bytes: &[u8], stats: &mut Stats) -> (Option<Proof>, Option<P
     match (&strict, &reference) {
         (Ok(p), Ok(sibs)) => {
             stats.decoded += 1;
-            assert!(
+            holds(
                 sibs_of(p) == *sibs,
-                "decoded siblings differ from the reference: {}",
-                short_hex(bytes)
+                "decoded siblings differ from the reference",
+                bytes,
             );
-            assert!(
+            holds(
                 p.to_bytes() == bytes,
-                "non-canonical encoding accepted: {}",
-                short_hex(bytes)
+                "non-canonical encoding accepted",
+                bytes,
             );
             let c = compressed.as_ref().unwrap_or_else(|e| {
                 panic!(
@@ -714,21 +710,13 @@ pub fn check_decode(bytes: &[u8], stats: &mut Stats) -> (Option<Proof>, Option<P
                     short_hex(bytes)
                 )
             });
-            assert!(
-                c.encode() == bytes,
-                "decode→encode differs: {}",
-                short_hex(bytes)
-            );
-            assert!(
+            holds(c.encode() == bytes, "decode→encode differs", bytes);
+            holds(
                 c.decompress().as_ref() == Ok(p),
-                "decompress differs: {}",
-                short_hex(bytes)
+                "decompress differs",
+                bytes,
             );
-            assert!(
-                p.compress() == *c,
-                "decompress→compress differs: {}",
-                short_hex(bytes)
-            );
+            holds(p.compress() == *c, "decompress→compress differs", bytes);
             let bitmap = &bytes[bytes.len() - BITMAP..];
             for j in 0..LEVELS {
                 assert_eq!(
@@ -739,10 +727,10 @@ pub fn check_decode(bytes: &[u8], stats: &mut Stats) -> (Option<Proof>, Option<P
                 );
             }
             assert_eq!(c.bitmap()[..], *bitmap);
-            assert!(
+            holds(
                 go.as_ref() == Some(sibs),
-                "Go's decoder disagrees on a canonical proof: {}",
-                short_hex(bytes)
+                "Go's decoder disagrees on a canonical proof",
+                bytes,
             );
         }
         (Err(e), Err(re)) => {
@@ -780,10 +768,10 @@ pub fn check_decode(bytes: &[u8], stats: &mut Stats) -> (Option<Proof>, Option<P
         let back = Proof::from_bytes(&enc).unwrap_or_else(|e| {
             panic!("canonical re-encoding rejected ({e}): {}", short_hex(&enc))
         });
-        assert!(
+        holds(
             sibs_of(&back) == normalise(&sibs),
-            "re-encoding changed the proof: {}",
-            short_hex(bytes)
+            "re-encoding changed the proof",
+            bytes,
         );
         p
     });

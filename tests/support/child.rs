@@ -6,6 +6,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use std::process::Stdio;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +31,27 @@ pub fn say(line: &str) {
 pub fn child_spec<T: DeserializeOwned>(env: &str) -> Option<T> {
     let spec = std::env::var(env).ok()?;
     Some(serde_json::from_str(&spec).expect("child spec"))
+}
+
+/// This test binary rerun as a child that runs `test` alone, with `spec`
+/// as JSON in the environment variable `env`, its stdout piped to the
+/// parent, its stderr shared, and killed when the handle drops; stdin is
+/// `stdin`.
+pub fn child_command<T: Serialize>(
+    env: &str,
+    spec: &T,
+    test: &str,
+    stdin: Stdio,
+) -> tokio::process::Command {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, serde_json::to_string(spec).expect("spec json"))
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    cmd
 }
 
 /// A store a child opened on its [`Target`].

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses its own part of this module
 
 pub mod child;
+pub mod hooked;
 pub mod model;
 pub mod recipes;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
@@ -62,11 +63,7 @@ impl TempDb {
 
 impl Drop for TempDb {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
+        ms_smt::test_utils::remove_sqlite_files(&self.path);
     }
 }
 
@@ -87,6 +84,15 @@ pub fn pg_url(test: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// Audits `tree` and fails, naming `what`, on any problem it finds.
+pub async fn assert_audit_clean<S: ms_smt::store::TreeStore, L: ms_smt::Layout>(
+    tree: &ms_smt::Tree<S, L>,
+    what: &str,
+) {
+    let report = tree.audit().await.expect("audit");
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
 }
 
 /// The root of `batches` applied in order to an empty compacted memory tree.
@@ -117,6 +123,27 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// A proptest failure carrying `e`'s message.
 pub fn fail(e: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(e.to_string())
+}
+
+/// Runs `test` over `strategy` with `config`, panics naming `what` and the
+/// store `kind` at a failure, and prints how long the cases took.
+pub fn run_cases<T: proptest::strategy::Strategy>(
+    what: &str,
+    kind: &str,
+    config: proptest::test_runner::Config,
+    strategy: &T,
+    test: impl Fn(T::Value) -> Result<(), TestCaseError>,
+) {
+    let started = std::time::Instant::now();
+    let cases = config.cases;
+    let result = proptest::test_runner::TestRunner::new(config).run(strategy, test);
+    if let Err(e) = result {
+        panic!("{what} on {kind}: {e}");
+    }
+    eprintln!(
+        "{what}::{kind} ({cases} cases) took {:?}",
+        started.elapsed()
+    );
 }
 
 /// Proptest settings: `cases` cases, at most `max_shrink_iters` shrinking

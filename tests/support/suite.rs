@@ -14,16 +14,12 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ms_smt::Hash;
-use ms_smt::Node;
-use ms_smt::store::{
-    CommitOutcome, MemoryStore, PathStart, PostgresStore, ReadAt, RecentNodes, SqliteStore,
-    StoreStats, TreeStore, UpdateBatch,
-};
-use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Position, Tree};
+use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
+use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Tree};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
 
+use super::hooked::{Hook, Hooked};
 use super::model::{self, Model};
 use super::unique;
 
@@ -462,20 +458,13 @@ impl<S: TestStore, L: Layout> Mirror<S, L> {
     pub async fn delete_everything(&mut self) {
         let live: Vec<Key> = self.model.keys().map(|k| k.0).collect();
         let (a, b) = live.split_at(live.len() / 2);
-        self.apply(
-            "delete half in a batch",
-            a.iter().map(|k| (*k, Leaf::empty())).collect(),
-            false,
-            Check::Root,
-        )
-        .await;
-        self.apply(
-            "delete the rest one by one",
-            b.iter().map(|k| (*k, Leaf::empty())).collect(),
-            true,
-            Check::Root,
-        )
-        .await;
+        for (step, keys, single) in [
+            ("delete half in a batch", a, false),
+            ("delete the rest one by one", b, true),
+        ] {
+            let deletes = keys.iter().map(|k| (*k, Leaf::empty())).collect();
+            self.apply(step, deletes, single, Check::Root).await;
+        }
         assert!(self.model.is_empty());
         let store = self.tree.store();
         assert_eq!(
@@ -508,91 +497,42 @@ impl<S: TestStore, L: Layout> Mirror<S, L> {
 // A store that counts its commits and reads
 // ---------------------------------------------------------------------------
 
-/// Wraps a store and records each commit call: its own counters and
-/// whether it committed (or found the root moved and wrote nothing).
-#[derive(Clone)]
-pub struct Probe<S> {
-    inner: S,
+/// A store that records each commit call (its own counters and whether it
+/// committed) and counts the read calls (read-phase round trips).
+pub type Probe<S> = Hooked<S, Counts>;
+
+/// What a [`Probe`] has seen.
+#[derive(Clone, Default)]
+pub struct Counts {
     commits: Arc<Mutex<Vec<(StoreStats, bool)>>>,
     /// Store read calls (read-phase round trips) through this probe.
     pub fetches: Arc<AtomicU64>,
 }
 
+impl Hook for Counts {
+    async fn before_read(&self) {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn after_commit(&self, stats: StoreStats, committed: bool) {
+        self.commits
+            .lock()
+            .expect("probe lock")
+            .push((stats, committed));
+    }
+}
+
 impl<S> Probe<S> {
     pub fn new(inner: S) -> Self {
-        Probe {
+        Hooked {
             inner,
-            commits: Arc::default(),
-            fetches: Arc::default(),
+            hook: Counts::default(),
         }
     }
 
     /// Counters of the commit calls since the last call.
     pub fn take_commits(&self) -> Vec<(StoreStats, bool)> {
-        std::mem::take(&mut *self.commits.lock().expect("probe lock"))
-    }
-}
-
-impl<S: TreeStore> TreeStore for Probe<S> {
-    type Error = S::Error;
-
-    fn load_root(&self) -> impl Future<Output = Result<ComputedNode, S::Error>> + Send {
-        self.inner.load_root()
-    }
-
-    fn read_paths(
-        &self,
-        at: ReadAt,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_paths(at, starts, siblings)
-    }
-
-    fn read_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_positions(at, nodes)
-    }
-
-    fn read_in_order(
-        &self,
-        at: ReadAt,
-        from: (Position, Hash),
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<(Hash, Node)>, S::Error>> + Send {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_in_order(at, from, probe, until, limit)
-    }
-
-    async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, S::Error> {
-        let before = self.inner.stats();
-        let out = self.inner.commit(batch).await;
-        let diff = self.inner.stats().since(&before);
-        let committed = matches!(out, Ok(CommitOutcome::Committed));
-        self.commits
-            .lock()
-            .expect("probe lock")
-            .push((diff, committed));
-        out
-    }
-
-    fn delete_all(&self) -> impl Future<Output = Result<(), S::Error>> + Send {
-        self.inner.delete_all()
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-
-    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
-        self.inner.recent_nodes(for_write)
+        std::mem::take(&mut *self.hook.commits.lock().expect("probe lock"))
     }
 }
 
