@@ -40,10 +40,10 @@ pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::{NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "postgres")]
 pub use sql::{PostgresStore, PostgresTxStore};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::{SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};
 pub use traits::{BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, TreeStore};

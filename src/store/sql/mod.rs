@@ -4,6 +4,7 @@
 mod dialect;
 mod error;
 mod handle;
+mod listing;
 mod ops;
 #[cfg(feature = "sqlite")]
 mod packed;
@@ -18,6 +19,7 @@ mod tx;
 
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
+pub use listing::{NamespaceListing, SchemaState};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "sqlite")]
