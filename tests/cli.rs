@@ -196,7 +196,7 @@ async fn scenario(db: &str, engine: Engine, second: &str, dir: &Path) {
     let ns = unique("cli");
     let copy = format!("{ns}-copy");
     let all = leaves(&ns);
-    let expected = root_of(&[all.clone()]).await;
+    let expected = root_of(std::slice::from_ref(&all)).await;
     let file = write(dir, "leaves.jsonl", &jsonl(&all));
 
     // load (batches of 64, one transaction), then what it shows.

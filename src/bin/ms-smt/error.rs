@@ -124,8 +124,8 @@ pub enum CliError {
     Export {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: ExportError,
+        /// Why (boxed: it carries roots, and keeps every result small).
+        source: Box<ExportError>,
     },
     /// The export directory holds the export of another root.
     #[error(
@@ -150,8 +150,8 @@ pub enum CliError {
     /// An import stopped; the chunks already in stay staged for a rerun.
     #[error("{source}{}", resume_hint(*staged, *total))]
     Import {
-        /// Why.
-        source: ImportError<SqlStoreError>,
+        /// Why (boxed: it carries roots, and keeps every result small).
+        source: Box<ImportError<SqlStoreError>>,
         /// Chunks in staging.
         staged: usize,
         /// Chunks in the trunk.

@@ -172,11 +172,12 @@ fn check_file(path: &Path, format: Format, out: Output) -> Res<u64> {
     let mut count = 0u64;
     while records.next()?.is_some() {
         count += 1;
-        if count % 4096 == 0 {
+        if count.is_multiple_of(4096) {
             bar.set_position(records.bytes);
         }
     }
-    bar.finish_and_clear();
+    bar.set_position(records.bytes);
+    bar.abandon();
     Ok(count)
 }
 
@@ -209,34 +210,30 @@ where
     }
 }
 
-/// [`write_batches`] on `store` with `layout`.
-async fn write_all<S>(
-    store: S,
+/// The second pass's inputs.
+struct Writes<'a> {
     layout: LayoutArg,
     records: Records,
     batch: usize,
-    bar: &ProgressBar,
-) -> Res<ComputedNode>
+    bar: &'a ProgressBar,
+}
+
+/// [`write_batches`] on `store` with the layout asked for.
+async fn write_all<S>(store: S, w: Writes<'_>) -> Res<ComputedNode>
 where
     S: TreeStore<Error = SqlStoreError>,
 {
-    match layout {
+    match w.layout {
         LayoutArg::Compacted => {
-            write_batches(&CompactedTree::new(store), records, batch, bar).await
+            write_batches(&CompactedTree::new(store), w.records, w.batch, w.bar).await
         }
-        LayoutArg::Full => write_batches(&FullTree::new(store), records, batch, bar).await,
+        LayoutArg::Full => write_batches(&FullTree::new(store), w.records, w.batch, w.bar).await,
     }
 }
 
-/// Writes every record of the file in one transaction of `db`.
-async fn write_in_one_transaction(
-    db: &Db,
-    ns: &str,
-    layout: LayoutArg,
-    records: Records,
-    batch: usize,
-    bar: &ProgressBar,
-) -> Res<ComputedNode> {
+/// Writes every record of the file in one transaction of `db` (SQLite's
+/// begun `IMMEDIATE`, so it holds the write lock from the start).
+async fn write_in_one_transaction(db: &Db, ns: &str, w: Writes<'_>) -> Res<ComputedNode> {
     let sql = |e: sqlx::Error| CliError::Store(SqlStoreError::from(e));
     match db {
         Db::Sqlite(store) => {
@@ -245,29 +242,13 @@ async fn write_in_one_transaction(
                 .begin_with("BEGIN IMMEDIATE")
                 .await
                 .map_err(sql)?;
-            let root = write_all(
-                store.open_namespace(ns).in_transaction(&mut tx),
-                layout,
-                records,
-                batch,
-                bar,
-            )
-            .await?;
-            tx.commit().await.map_err(sql)?;
-            Ok(root)
+            let root = write_all(store.open_namespace(ns).in_transaction(&mut tx), w).await?;
+            tx.commit().await.map_err(sql).map(|()| root)
         }
         Db::Postgres(store) => {
             let mut tx = store.pool().begin().await.map_err(sql)?;
-            let root = write_all(
-                store.open_namespace(ns).in_transaction(&mut tx),
-                layout,
-                records,
-                batch,
-                bar,
-            )
-            .await?;
-            tx.commit().await.map_err(sql)?;
-            Ok(root)
+            let root = write_all(store.open_namespace(ns).in_transaction(&mut tx), w).await?;
+            tx.commit().await.map_err(sql).map(|()| root)
         }
     }
 }
@@ -294,8 +275,14 @@ pub async fn load(spec: &str, args: LoadArgs, layout: LayoutArg, out: Output) ->
     let bar = out.bar(count, "load");
     let records = Records::open(&args.file, format)?;
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
-    let result = write_in_one_transaction(&db, &args.ns, layout, records, batch, &bar).await;
-    bar.finish_and_clear();
+    let writes = Writes {
+        layout,
+        records,
+        batch,
+        bar: &bar,
+    };
+    let result = write_in_one_transaction(&db, &args.ns, writes).await;
+    bar.abandon();
     db.close().await;
     let root = match result {
         Ok(root) => root,

@@ -75,7 +75,10 @@ fn read(path: &Path) -> Res<Vec<u8>> {
 
 fn read_trunk(dir: &Path) -> Res<Trunk> {
     let path = trunk_path(dir);
-    Trunk::decode(&read(&path)?).map_err(|source| CliError::Export { path, source })
+    Trunk::decode(&read(&path)?).map_err(|source| CliError::Export {
+        path,
+        source: Box::new(source),
+    })
 }
 
 /// The chunk file of `position`, decoded and checked against `trunk`.
@@ -83,7 +86,7 @@ fn read_chunk(dir: &Path, trunk: &Trunk, position: &Position) -> Res<Chunk> {
     let path = chunk_path(dir, position);
     let export = |source| CliError::Export {
         path: path.clone(),
-        source,
+        source: Box::new(source),
     };
     let chunk = Chunk::decode(&read(&path)?).map_err(export)?;
     if chunk.position != *position {
@@ -157,7 +160,7 @@ impl TreeJob for Export {
             written += 1;
             leaves += chunk.leaves.len() as u64;
         }
-        bar.finish_and_clear();
+        bar.abandon();
         Ok(Exported {
             trunk,
             reused_trunk,
@@ -223,7 +226,7 @@ impl TreeJob for Import {
         let total = self.trunk.chunks.len();
         let failed = |staged| {
             move |source| CliError::Import {
-                source,
+                source: Box::new(source),
                 staged,
                 total,
             }
@@ -240,7 +243,7 @@ impl TreeJob for Import {
             leaves += chunk.leaves.len() as u64;
             bar.inc(1);
         }
-        bar.finish_and_clear();
+        bar.abandon();
         import.finish().await.map_err(failed(total))?;
         Ok(Imported {
             resumed,
@@ -260,7 +263,7 @@ pub async fn import(spec: &str, args: ImportArgs, layout: LayoutArg, out: Output
         read_chunk(&args.dir, &trunk, position)?;
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.abandon();
     let root = trunk.root;
     let db = Db::open(spec, Access::Write).await?;
     let job = Import {
