@@ -167,7 +167,7 @@ fn format_of(args: &LoadArgs) -> Res<Format> {
 /// The first pass: every line parses; the number of records.
 fn check_file(path: &Path, format: Format, out: Output) -> Res<u64> {
     let size = std::fs::metadata(path).map_err(CliError::io(path))?.len();
-    let bar = out.bar(size, "check");
+    let bar = out.byte_bar(size, "check");
     let mut records = Records::open(path, format)?;
     let mut count = 0u64;
     while records.next()?.is_some() {

@@ -29,18 +29,26 @@ impl Output {
         }
     }
 
-    /// A progress bar on stderr over `len` units (hidden when stderr is
+    /// A progress bar on stderr over `len` items (hidden when stderr is
     /// not a terminal, and with `--json`).
     pub fn bar(&self, len: u64, what: &str) -> ProgressBar {
+        self.styled(len, what, "{human_pos}/{human_len}")
+    }
+
+    /// [`bar`](Self::bar) over `len` bytes.
+    pub fn byte_bar(&self, len: u64, what: &str) -> ProgressBar {
+        self.styled(len, what, "{binary_bytes}/{binary_total_bytes}")
+    }
+
+    fn styled(&self, len: u64, what: &str, counts: &str) -> ProgressBar {
         if self.json {
             return ProgressBar::hidden();
         }
-        let bar = ProgressBar::new(len);
-        let style = ProgressStyle::with_template(
-            "{msg:>9} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
+        let template =
+            format!("{{msg:>7}} [{{elapsed_precise}}] {{wide_bar}} {counts} (eta {{eta}})");
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let bar = ProgressBar::new(len).with_style(style);
         bar.set_message(what.to_owned());
         bar
     }
