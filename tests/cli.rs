@@ -562,6 +562,12 @@ fn missing_and_wrong_databases() {
     let other = dir.path().join("other.db");
     std::fs::write(&other, b"").expect("empty file");
     assert_refused(&ms_smt(&["--db", s(&other), "namespaces"]), 2, "not ms-smt");
+    // Nor by a write that needs an existing ms-smt database.
+    assert_refused(
+        &ms_smt(&["--db", s(&other), "pin", "ns", "p"]),
+        2,
+        "pin, not ms-smt",
+    );
     assert_eq!(std::fs::metadata(&other).expect("file").len(), 0);
     let text_file = write(dir.path(), "text.db", "not a database at all, just text\n");
     assert_refused(&ms_smt(&["--db", s(&text_file), "namespaces"]), 2, "text");

@@ -35,7 +35,8 @@ pub enum Access {
     /// Only reads: SQLite opened read-only (the file must exist), Postgres
     /// sessions read-only; nothing is created or migrated.
     Read,
-    /// Writes to a database that must exist already.
+    /// Writes to a database that must exist already and be an ms-smt
+    /// one (checked read-only before it is migrated).
     WriteExisting,
     /// Writes, creating the SQLite file if missing; migrates.
     Write,
@@ -143,7 +144,7 @@ async fn open_sqlite(path: &Path, access: Access) -> Res<SqliteStore> {
     if access != Access::Write && !path.is_file() {
         return Err(CliError::NoSuchFile(path.to_owned()));
     }
-    if access != Access::Read {
+    if access == Access::Write {
         return Ok(SqliteStore::open(path).await?);
     }
     let options = SqliteConnectOptions::new()
@@ -157,8 +158,14 @@ async fn open_sqlite(path: &Path, access: Access) -> Res<SqliteStore> {
         .await
         .map_err(SqlStoreError::from)?;
     let store = SqliteStore::from_pool(pool, "default");
-    current(store.schema_state().await?, &path.display().to_string())?;
-    Ok(store)
+    let what = path.display().to_string();
+    current(store.schema_state().await?, &what, access)?;
+    if access == Access::Read {
+        return Ok(store);
+    }
+    // Checked before anything is migrated; now writable.
+    store.pool().close().await;
+    Ok(SqliteStore::open(path).await?)
 }
 
 async fn open_postgres(url: &str, access: Access) -> Res<PostgresStore> {
@@ -170,7 +177,7 @@ async fn open_postgres(url: &str, access: Access) -> Res<PostgresStore> {
         .map_err(|_| CliError::ConnectTimeout(CONNECT_TIMEOUT.as_secs()))?
         .map_err(SqlStoreError::from)?;
     probe.close().await.map_err(SqlStoreError::from)?;
-    if access != Access::Read {
+    if access == Access::Write {
         return Ok(PostgresStore::connect(url).await?);
     }
     let pool = PgPoolOptions::new()
@@ -180,14 +187,21 @@ async fn open_postgres(url: &str, access: Access) -> Res<PostgresStore> {
         .await
         .map_err(SqlStoreError::from)?;
     let store = PostgresStore::from_pool(pool, "default");
-    current(store.schema_state().await?, "the Postgres database")?;
-    Ok(store)
+    current(store.schema_state().await?, "the Postgres database", access)?;
+    if access == Access::Read {
+        return Ok(store);
+    }
+    // Checked before anything is migrated; now writable.
+    store.pool().close().await;
+    Ok(PostgresStore::connect(url).await?)
 }
 
-/// Ok when the schema `state` is the one this crate reads.
-fn current(state: SchemaState, what: &str) -> Res<()> {
+/// Ok when the schema `state` is the one this crate reads, or one it
+/// upgrades for a write to an existing database.
+fn current(state: SchemaState, what: &str, access: Access) -> Res<()> {
     match state {
         SchemaState::Current => Ok(()),
+        SchemaState::Older { .. } if access == Access::WriteExisting => Ok(()),
         SchemaState::Missing => Err(CliError::NotMsSmt(what.to_owned())),
         SchemaState::Older { found } => Err(CliError::SchemaOlder { found }),
         SchemaState::Newer { found } => Err(CliError::SchemaNewer { found }),
