@@ -45,7 +45,8 @@ fn rank(path: &[&str]) -> Option<u32> {
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let path = entry.expect("entry").path();
-        if path.is_dir() {
+        // src/bin holds the operator CLI: its own crate over the public API.
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "bin") {
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);

@@ -42,10 +42,10 @@ pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use sql::Dialect;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::{NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "postgres")]
 pub use sql::{PostgresStore, PostgresTxStore};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::{SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};
 pub use traits::{BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, TreeStore};

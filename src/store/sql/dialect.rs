@@ -69,6 +69,10 @@ pub trait Dialect: Connection + Sized + 'static {
     const SAVEPOINTS: bool;
     /// Run after `BEGIN` to make an audit scan one read-only snapshot.
     const SNAPSHOT: Option<&'static str>;
+    /// A query returning one row `(1)` when the migration ledger exists
+    /// and none otherwise, so a read-only check can tell a database this
+    /// crate never migrated.
+    const HAS_LEDGER: &'static str;
 
     /// Runs a shared statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;

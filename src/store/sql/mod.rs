@@ -4,6 +4,7 @@
 mod dialect;
 mod error;
 mod handle;
+mod listing;
 mod ops;
 #[cfg(feature = "sqlite")]
 mod packed;
@@ -19,6 +20,7 @@ mod tx;
 pub(crate) use dialect::Dialect;
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
+pub use listing::{NamespaceListing, SchemaState};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "sqlite")]

@@ -143,7 +143,7 @@ pub(crate) fn version_to_sql(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn version_from_sql(v: i64) -> Res<u64> {
+pub(crate) fn version_from_sql(v: i64) -> Res<u64> {
     u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
 }
 

@@ -142,6 +142,8 @@ impl Dialect for PgConnection {
     const SAVEPOINTS: bool = false;
     const SNAPSHOT: Option<&'static str> =
         Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    const HAS_LEDGER: &'static str =
+        "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);

@@ -207,6 +207,7 @@ impl Dialect for SqliteConnection {
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
     const SAVEPOINTS: bool = true;
     const SNAPSHOT: Option<&'static str> = None;
+    const HAS_LEDGER: &'static str = "SELECT CAST(1 AS BIGINT) FROM sqlite_master WHERE type = 'table' AND name = 'ms_smt_migrations'";
 
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Sqlite>(args)?);

@@ -1,0 +1,192 @@
+//! The CLI's one error type: every way a command fails, each printed as
+//! one line on stderr with exit code 2.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use ms_smt::proof::DecodeError;
+use ms_smt::store::SqlStoreError;
+use ms_smt::{ExportError, ImportError, Key, TreeError};
+
+/// Why a key, hash or hex argument does not parse.
+pub type KeyError = <Key as FromStr>::Err;
+
+/// Why a line of a `load` file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// Not a JSON object of the expected shape.
+    #[error("not a {{\"key\", \"value\", \"sum\"}} JSON object: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A CSV line without exactly three fields.
+    #[error("expected 3 comma-separated fields (key,value,sum), got {0}")]
+    Fields(usize),
+    /// The key is not 32 bytes of hex.
+    #[error("{0}")]
+    Key(KeyError),
+    /// The value is not hex.
+    #[error("value is not hex: {0}")]
+    Value(hex::FromHexError),
+    /// The sum is not a u64.
+    #[error("sum is not an unsigned 64-bit integer: {0}")]
+    Sum(#[from] std::num::ParseIntError),
+}
+
+/// Every failure of a command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The command needs `--db`.
+    #[error("this command needs --db (an SQLite file or a postgres:// URL)")]
+    NoDb,
+    /// A read command named an SQLite file that does not exist.
+    #[error("no such database file: {0}")]
+    NoSuchFile(PathBuf),
+    /// The database was never migrated by this crate.
+    #[error("not an ms-smt database (no ms_smt_migrations table): {0}")]
+    NotMsSmt(String),
+    /// The database's schema is older than this crate's; a read command
+    /// does not upgrade it.
+    #[error(
+        "database schema version {found} is older than this ms-smt's; run a write command (load, pin) to upgrade it"
+    )]
+    SchemaOlder {
+        /// The newest version applied.
+        found: i64,
+    },
+    /// The database's schema is newer than this crate's.
+    #[error("database schema version {found} is newer than this ms-smt supports")]
+    SchemaNewer {
+        /// The newest version applied.
+        found: i64,
+    },
+    /// The namespace does not exist.
+    #[error("no namespace {0:?} in this database")]
+    NoNamespace(String),
+    /// `unpin` named a pin the namespace does not have.
+    #[error("namespace {namespace:?} has no pin {name:?}")]
+    NoSuchPin {
+        /// The namespace.
+        namespace: String,
+        /// The pin asked for.
+        name: String,
+    },
+    /// A key argument does not parse.
+    #[error("malformed key {text:?}: {source}")]
+    BadKey {
+        /// The argument.
+        text: String,
+        /// Why.
+        source: KeyError,
+    },
+    /// A hex argument does not parse.
+    #[error("malformed {what} (hex expected): {source}")]
+    BadHex {
+        /// Which argument.
+        what: &'static str,
+        /// Why.
+        source: hex::FromHexError,
+    },
+    /// A hash argument is not 32 bytes.
+    #[error("{what} must be 32 bytes, got {len}")]
+    HashLength {
+        /// Which argument.
+        what: &'static str,
+        /// Bytes given.
+        len: usize,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The load file's format is not given and its extension does not say.
+    #[error(
+        "cannot tell the format of {0} from its extension; pass --format jsonl or --format csv"
+    )]
+    UnknownFormat(PathBuf),
+    /// A line of a load file is refused; nothing was written.
+    #[error("{path}:{line}: {source}; nothing was written")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// Why.
+        source: LineError,
+    },
+    /// The proof bytes do not decode.
+    #[error("malformed proof: {0}")]
+    Proof(#[from] DecodeError),
+    /// A trunk or chunk file does not decode or check.
+    #[error("{path}: {source}")]
+    Export {
+        /// The file.
+        path: PathBuf,
+        /// Why (boxed: it carries roots, and keeps every result small).
+        source: Box<ExportError>,
+    },
+    /// The export directory holds the export of another root.
+    #[error(
+        "{dir} holds an export of root {found}, the namespace's root is {root}; use an empty directory"
+    )]
+    OtherExport {
+        /// The directory.
+        dir: PathBuf,
+        /// The root in its trunk.
+        found: String,
+        /// The root being exported.
+        root: String,
+    },
+    /// A chunk read from the current tree no longer matches the trunk.
+    #[error(
+        "the tree changed during the export (chunk at {position}); export a pinned root with --pin"
+    )]
+    TreeMoved {
+        /// The chunk's position.
+        position: String,
+    },
+    /// An import stopped; the chunks already in stay staged for a rerun.
+    #[error("{source}{}", resume_hint(*staged, *total))]
+    Import {
+        /// Why (boxed: it carries roots, and keeps every result small).
+        source: Box<ImportError<SqlStoreError>>,
+        /// Chunks in staging.
+        staged: usize,
+        /// Chunks in the trunk.
+        total: usize,
+    },
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] SqlStoreError),
+    /// A tree operation failed.
+    #[error("{0}")]
+    Tree(#[from] TreeError<SqlStoreError>),
+    /// Postgres did not answer in time.
+    #[error("could not connect to Postgres within {0} s")]
+    ConnectTimeout(u64),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// What an import that stopped with `staged` chunks in staging says.
+fn resume_hint(staged: usize, total: usize) -> String {
+    if staged == 0 {
+        String::new()
+    } else {
+        format!(" ({staged} of {total} chunks staged; rerun the import to resume)")
+    }
+}
+
+impl CliError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CliError {
+        let path = path.into();
+        move |source| CliError::Io { path, source }
+    }
+}
+
+/// A command's result.
+pub type Res<T> = Result<T, CliError>;

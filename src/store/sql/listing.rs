@@ -1,0 +1,121 @@
+//! What an SQL database holds, read without writing: its schema version
+//! and its namespaces with their roots, versions, stratum heights and
+//! pins (for operator tools, which must not create or migrate anything
+//! when they only look).
+
+use super::dialect::{Arg, Dialect, fetch_optional};
+use super::error::{Res, SqlStoreError};
+use super::handle::SqlStore;
+use super::ops::version_from_sql;
+use super::space::decode_root;
+use crate::node::ComputedNode;
+use crate::strata::StratumHeight;
+
+/// One namespace of an SQL database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceListing {
+    /// The namespace's name (an interrupted import's staging namespace is
+    /// listed too: its name ends in `"\u{1f}import"`).
+    pub name: String,
+    /// Its current root (the empty root for an empty tree).
+    pub root: ComputedNode,
+    /// Commits it has taken.
+    pub version: u64,
+    /// Levels per stored row.
+    pub stratum_height: StratumHeight,
+    /// How many pins it has.
+    pub pins: u64,
+}
+
+/// How a database's schema stands against the one this crate writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaState {
+    /// No `ms_smt_migrations` ledger: this crate never migrated it.
+    Missing,
+    /// Migrated to `found`, older than this crate's (a
+    /// [`migrate`](SqlStore::migrate) upgrades it).
+    Older {
+        /// The newest version applied.
+        found: i64,
+    },
+    /// The schema this crate writes.
+    Current,
+    /// Migrated by a newer release than this crate.
+    Newer {
+        /// The newest version applied.
+        found: i64,
+    },
+}
+
+/// A namespace row as listed: name, height, root hash and sum, version,
+/// pin count.
+type ListingRow = (String, i64, Option<Vec<u8>>, Option<i64>, i64, i64);
+
+impl<C: Dialect> SqlStore<C> {
+    /// The database's schema against this crate's, read without writing
+    /// (works on a read-only connection).
+    pub async fn schema_state(&self) -> Res<SchemaState> {
+        let mut conn = self.pool.acquire().await?;
+        let ledger: Option<(i64,)> = fetch_optional(&mut *conn, C::HAS_LEDGER, &[]).await?;
+        if ledger.is_none() {
+            return Ok(SchemaState::Missing);
+        }
+        let newest: Option<(Option<i64>,)> = fetch_optional(
+            &mut *conn,
+            "SELECT MAX(version) FROM ms_smt_migrations",
+            &[],
+        )
+        .await?;
+        let supported = C::MIGRATIONS.last().map_or(0, |m| m.0);
+        Ok(match newest.and_then(|(v,)| v) {
+            None => SchemaState::Missing,
+            Some(found) if found < supported => SchemaState::Older { found },
+            Some(found) if found > supported => SchemaState::Newer { found },
+            Some(_) => SchemaState::Current,
+        })
+    }
+
+    /// Every namespace of the database, by name. Reads only.
+    pub async fn namespaces(&self) -> Res<Vec<NamespaceListing>> {
+        self.list(None).await
+    }
+
+    /// The namespace `name`, `None` when the database has no such
+    /// namespace (a tree reads an absent namespace as empty; this tells
+    /// the two apart). Reads only.
+    pub async fn namespace_listing(&self, name: &str) -> Res<Option<NamespaceListing>> {
+        Ok(self.list(Some(name)).await?.into_iter().next())
+    }
+
+    async fn list(&self, name: Option<&str>) -> Res<Vec<NamespaceListing>> {
+        const SELECT: &str = "SELECT n.name, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, \
+            n.version, (SELECT COUNT(*) FROM ms_smt_pins p WHERE p.ns = n.id) \
+            FROM ms_smt_namespaces n";
+        let mut conn = self.pool.acquire().await?;
+        let rows: Vec<ListingRow> = match name {
+            Some(name) => {
+                let sql = format!("{SELECT} WHERE n.name = $1");
+                conn.fetch_all(&sql, &[Arg::Text(name)]).await?
+            }
+            None => {
+                let sql = format!("{SELECT} ORDER BY n.name");
+                conn.fetch_all(&sql, &[]).await?
+            }
+        };
+        rows.into_iter()
+            .map(|(name, height, hash, sum, version, pins)| {
+                let stratum_height = u8::try_from(height)
+                    .ok()
+                    .and_then(StratumHeight::new)
+                    .ok_or(SqlStoreError::StratumHeight(height))?;
+                Ok(NamespaceListing {
+                    root: decode_root(&name, hash.zip(sum))?,
+                    version: version_from_sql(version)?,
+                    stratum_height,
+                    pins: u64::try_from(pins).unwrap_or(0),
+                    name,
+                })
+            })
+            .collect()
+    }
+}
