@@ -19,7 +19,7 @@ use crate::proof::single::Proof;
 use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
-use crate::tree::traced::Traced;
+use crate::tree::traced::{Traced, in_span};
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
 ///
@@ -332,7 +332,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let span = tracing::trace_span!(target: "ms_smt", "read", keys = keys.len(), for_write);
-        async {
+        in_span(span, async {
             let root = self.root_of(target).await?;
             let sorted = descent::sorted_keys(keys);
             let fetched =
@@ -343,8 +343,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
                 Err(e) => Err(e),
             }
-        }
-        .instrument(span)
+        })
         .await
     }
 
