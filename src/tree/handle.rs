@@ -19,7 +19,7 @@ use crate::proof::single::Proof;
 use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
-use crate::tree::traced::{Traced, in_span};
+use crate::tree::traced::Traced;
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
 ///
@@ -190,6 +190,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             nodes_read = Empty,
             nodes_written = Empty,
         );
+        if span.is_disabled() {
+            return self.write_attempts(batch, prove).await;
+        }
         Traced::new(span, &self.store)
             .run(&self.store, self.write_attempts(batch, prove))
             .await
@@ -332,19 +335,31 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let span = tracing::trace_span!(target: "ms_smt", "read", keys = keys.len(), for_write);
-        in_span(span, async {
-            let root = self.root_of(target).await?;
-            let sorted = descent::sorted_keys(keys);
-            let fetched =
-                fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write)
-                    .await;
-            match fetched {
-                Ok(cache) => Ok(Some((root, cache))),
-                Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
-                Err(e) => Err(e),
-            }
-        })
-        .await
+        if span.is_disabled() {
+            return self.read_phase(target, keys, siblings, for_write).await;
+        }
+        self.read_phase(target, keys, siblings, for_write)
+            .instrument(span)
+            .await
+    }
+
+    /// [`read`](Self::read), without its span.
+    async fn read_phase(
+        &self,
+        target: Target,
+        keys: &[Key],
+        siblings: bool,
+        for_write: bool,
+    ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
+        let root = self.root_of(target).await?;
+        let sorted = descent::sorted_keys(keys);
+        let fetched =
+            fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await;
+        match fetched {
+            Ok(cache) => Ok(Some((root, cache))),
+            Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The root `target` reads: its fixed root, or the current one.

@@ -105,14 +105,3 @@ pub(crate) fn record_outcome<T, E: ErrorKind + Display>(span: &Span, out: &Resul
             .record("error", tracing::field::display(e)),
     };
 }
-
-/// Runs `work` inside `span`, or bare when no subscriber wants the span
-/// (a disabled span entered on every poll costs a measurable share of a
-/// µs read).
-pub(crate) async fn in_span<F: Future>(span: Span, work: F) -> F::Output {
-    if span.is_disabled() {
-        work.await
-    } else {
-        work.instrument(span).await
-    }
-}

@@ -1,7 +1,8 @@
 //! `audit NS`: recompute and check everything the namespace stores.
 
 use clap::Args;
-use ms_smt::{AuditReport, Layout, Tree};
+use indicatif::ProgressBar;
+use ms_smt::{AuditReport, Layout, ProgressSink, Tree};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -20,13 +21,28 @@ pub struct AuditArgs {
     pub ns: String,
 }
 
-struct Audit;
+/// The audit, showing the library's progress reports on `bar`.
+struct Audit {
+    bar: ProgressBar,
+}
 
 impl TreeJob for Audit {
     type Output = AuditReport;
 
     async fn run<S: Store, L: Layout>(self, tree: &Tree<S, L>) -> Res<AuditReport> {
-        Ok(tree.audit().await?)
+        let report = tree.audit().await;
+        self.bar.finish_and_clear();
+        Ok(report?)
+    }
+
+    fn progress(&self) -> ProgressSink {
+        let bar = self.bar.clone();
+        ProgressSink::new(move |p| {
+            if let Some(total) = p.total {
+                bar.set_length(total);
+            }
+            bar.set_position(p.done);
+        })
     }
 }
 
@@ -67,7 +83,10 @@ fn report_text(what: &str, report: &AuditReport, text: &mut String) {
 /// `audit NS`: exit 1 when anything is wrong in the tree or a pinned one.
 pub async fn audit(db: &Db, args: AuditArgs, layout: LayoutArg, out: Output) -> Res<Outcome> {
     db.namespace(&args.ns).await?;
-    let report = db.with_tree(layout, &args.ns, Audit).await?;
+    let job = Audit {
+        bar: out.counter("audit", "items checked"),
+    };
+    let report = db.with_tree(layout, &args.ns, job).await?;
     let clean = report.is_clean();
     let mut json = report_json(&report);
     json["namespace"] = json!(args.ns);

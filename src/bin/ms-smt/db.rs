@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use ms_smt::store::{
     BulkStore, NamespaceListing, PinStore, PostgresStore, SchemaState, SqlStoreError, SqliteStore,
 };
-use ms_smt::{CompactedTree, FullTree, Layout, Tree, View};
+use ms_smt::{CompactedTree, FullTree, Layout, ProgressSink, Tree, View};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -60,6 +60,11 @@ pub trait TreeJob {
     type Output;
     /// Runs on `tree`.
     async fn run<S: Store, L: Layout>(self, tree: &Tree<S, L>) -> Res<Self::Output>;
+
+    /// Where the tree reports the job's progress (by default nowhere).
+    fn progress(&self) -> ProgressSink {
+        ProgressSink::default()
+    }
 }
 
 /// True when `spec` names a Postgres database.
@@ -135,8 +140,14 @@ pub async fn on_layout<S: Store, J: TreeJob>(
     job: J,
 ) -> Res<J::Output> {
     match layout {
-        LayoutArg::Compacted => job.run(&CompactedTree::new(store)).await,
-        LayoutArg::Full => job.run(&FullTree::new(store)).await,
+        LayoutArg::Compacted => {
+            let tree = CompactedTree::new(store).with_progress(job.progress());
+            job.run(&tree).await
+        }
+        LayoutArg::Full => {
+            let tree = FullTree::new(store).with_progress(job.progress());
+            job.run(&tree).await
+        }
     }
 }
 

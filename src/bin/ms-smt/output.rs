@@ -40,6 +40,20 @@ impl Output {
         self.styled(len, what, "{binary_bytes}/{binary_total_bytes}")
     }
 
+    /// A counter on stderr for work whose total may be unknown until it
+    /// ends (a spinner with the count of `unit`; hidden as [`bar`](Self::bar) is).
+    pub fn counter(&self, what: &str, unit: &str) -> ProgressBar {
+        if self.json {
+            return ProgressBar::hidden();
+        }
+        let template = format!("{{msg:>7}} [{{elapsed_precise}}] {{spinner}} {{human_pos}} {unit}");
+        let style = ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        let bar = ProgressBar::new_spinner().with_style(style);
+        bar.set_message(what.to_owned());
+        bar
+    }
+
     fn styled(&self, len: u64, what: &str, counts: &str) -> ProgressBar {
         if self.json {
             return ProgressBar::hidden();
