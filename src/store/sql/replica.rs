@@ -18,6 +18,10 @@ use super::tx::TxConnection;
 /// How long a read given a token waits for a standby by default.
 pub const DEFAULT_STANDBY_WAIT: Duration = Duration::from_secs(2);
 
+/// How long a read waits for a connection to a standby before passing it
+/// over (sqlx's pools otherwise retry a refused connection for 30 s).
+const STANDBY_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The longest pause between two polls of a standby's replay position.
 const MAX_POLL_PAUSE: Duration = Duration::from_millis(20);
 
@@ -77,7 +81,9 @@ impl PostgresStore {
 impl ReplicaSet {
     /// Connects to the primary at `primary` (running the migrations there)
     /// and to the standbys at `standbys`, with the pool settings of
-    /// [`PostgresStore::connect`], on namespace `"default"`.
+    /// [`PostgresStore::connect`] (a standby's pool gives up on a
+    /// connection after 1 s, so a down standby is passed over quickly), on
+    /// namespace `"default"`.
     pub async fn connect(primary: &str, standbys: &[&str]) -> Res<Self> {
         let mut set = PostgresStore::connect(primary).await?.with_standbys(Vec::new());
         for url in standbys {
@@ -85,6 +91,7 @@ impl ReplicaSet {
             let pool = PgPoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(16)
+                .acquire_timeout(STANDBY_ACQUIRE_TIMEOUT)
                 .connect_lazy_with(options.options([("jit", "off")]));
             set.standbys.push(set.primary.on_pool(pool, true));
         }
