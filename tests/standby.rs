@@ -69,7 +69,10 @@ async fn checked_read(snapshot: &mut ReadSnapshot, keys: &[Key]) -> Vec<Leaf> {
     let leaves = tree.get_many(keys).await.expect("get_many");
     let proofs = tree.merkle_proofs(keys).await.expect("merkle_proofs");
     for ((key, leaf), proof) in keys.iter().zip(&leaves).zip(&proofs) {
-        assert!(proof.verify(key, leaf, &root), "proof of {key:?} at {root:?}");
+        assert!(
+            proof.verify(key, leaf, &root),
+            "proof of {key:?} at {root:?}"
+        );
     }
     leaves
 }
@@ -104,7 +107,10 @@ fn cluster(args: &[&str]) -> String {
         .output()
         .expect("run scripts/pg-cluster.sh");
     assert!(out.status.success(), "pg-cluster.sh {args:?} failed");
-    String::from_utf8(out.stdout).expect("utf8").trim().to_owned()
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_owned()
 }
 
 /// The port of a `postgres://user@host:PORT/db` URL.
@@ -134,7 +140,12 @@ async fn every_read_on_the_standby_answers_at_its_root() {
     for (i, l) in leaves.iter().enumerate() {
         assert_eq!(*l, leaf(i as u64));
     }
-    assert!(checked_read(&mut snapshot, &absent).await.iter().all(Leaf::is_empty));
+    assert!(
+        checked_read(&mut snapshot, &absent)
+            .await
+            .iter()
+            .all(Leaf::is_empty)
+    );
     {
         let tree = FullTree::new(snapshot.store());
         let view = tree.view();
@@ -153,7 +164,11 @@ async fn every_read_on_the_standby_answers_at_its_root() {
             .children(&root, &[Position::ROOT])
             .await
             .expect("children");
-        assert!(Subtree::check_children(&Position::ROOT, &root, &children[0]));
+        assert!(Subtree::check_children(
+            &Position::ROOT,
+            &root,
+            &children[0]
+        ));
         let trunk = view.export_trunk(4).await.expect("export");
         assert_eq!(trunk.root, root);
         trunk.check().expect("trunk");
@@ -223,7 +238,10 @@ async fn without_a_token_a_read_sees_one_whole_root() {
         // Batches 0..n whole, none after: never part of a batch.
         let n = leaves.iter().take_while(|l| !l.is_empty()).count();
         assert_eq!(n as u64 % PER_BATCH, 0, "a batch seen in part");
-        assert!(leaves[n..].iter().all(Leaf::is_empty), "a later batch without an earlier one");
+        assert!(
+            leaves[n..].iter().all(Leaf::is_empty),
+            "a later batch without an earlier one"
+        );
         let batches = n / PER_BATCH as usize;
         assert_eq!(
             roots.lock().expect("roots").get(batches).copied(),
@@ -276,7 +294,10 @@ async fn a_lagging_standby_falls_back_or_fails_as_configured() {
             }
             other => panic!("expected StandbyBehind, got {other:?}"),
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "the wait is bounded");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the wait is bounded"
+        );
         let mut snapshot = set.read(Some(token)).await.expect("fallback");
         assert_eq!(snapshot.served_by(), ServedBy::Primary);
         assert_eq!(snapshot.root(), written);
@@ -429,7 +450,10 @@ async fn a_promoted_standby_takes_writes_and_audits_clean() {
                 .get(&keys[150])
                 .await
                 .expect("primary");
-            assert!(old.is_empty(), "the old primary never saw the promoted server's writes");
+            assert!(
+                old.is_empty(),
+                "the old primary never saw the promoted server's writes"
+            );
         }
     };
     then(body, async {

@@ -58,7 +58,9 @@ pub enum SqlStoreError {
     /// bound, and the replica set answers that with an error
     /// ([`OnLag::Error`](crate::store::OnLag::Error)) rather than a read on
     /// the primary.
-    #[error("standby {standby} replayed the WAL to {replayed}, short of token {token}, after {waited:?}")]
+    #[error(
+        "standby {standby} replayed the WAL to {replayed}, short of token {token}, after {waited:?}"
+    )]
     StandbyBehind {
         /// The standby's index in the replica set.
         standby: usize,

@@ -115,7 +115,11 @@ impl<C: Dialect> SqlStore<C> {
         SqlStore {
             pool,
             jit_off,
-            ..self.with_space(&self.space.name, self.space.height, self.space.recent.capacity())
+            ..self.with_space(
+                &self.space.name,
+                self.space.height,
+                self.space.recent.capacity(),
+            )
         }
     }
 

@@ -32,6 +32,6 @@ pub use postgres::{PostgresStore, PostgresTxStore};
 pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
 #[cfg(feature = "postgres")]
 pub use snapshot::{ReadSnapshot, ServedBy};
-pub use token::CommitToken;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
+pub use token::CommitToken;

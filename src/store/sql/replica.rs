@@ -85,7 +85,9 @@ impl ReplicaSet {
     /// connection after 1 s, so a down standby is passed over quickly), on
     /// namespace `"default"`.
     pub async fn connect(primary: &str, standbys: &[&str]) -> Res<Self> {
-        let mut set = PostgresStore::connect(primary).await?.with_standbys(Vec::new());
+        let mut set = PostgresStore::connect(primary)
+            .await?
+            .with_standbys(Vec::new());
         for url in standbys {
             let options: PgConnectOptions = url.parse()?;
             let pool = PgPoolOptions::new()
@@ -116,7 +118,11 @@ impl ReplicaSet {
     pub fn open_namespace(&self, name: &str) -> Self {
         ReplicaSet {
             primary: self.primary.open_namespace(name),
-            standbys: self.standbys.iter().map(|s| s.open_namespace(name)).collect(),
+            standbys: self
+                .standbys
+                .iter()
+                .map(|s| s.open_namespace(name))
+                .collect(),
             next: self.next.clone(),
             wait: self.wait,
             on_lag: self.on_lag,
@@ -213,8 +219,9 @@ async fn wait_for(
     let mut pause = Duration::from_millis(1);
     loop {
         standby.space.counters.round_trip(1);
-        let (recovering, replayed): (bool, Option<i64>) =
-            sqlx::query_as(REPLAY_LSN).fetch_one(&mut *conn.conn()).await?;
+        let (recovering, replayed): (bool, Option<i64>) = sqlx::query_as(REPLAY_LSN)
+            .fetch_one(&mut *conn.conn())
+            .await?;
         let replayed = replayed.map_or(CommitToken::from_lsn(0), self::token);
         if !recovering || replayed >= token {
             return Ok(());

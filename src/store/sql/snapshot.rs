@@ -90,7 +90,9 @@ impl ReadSnapshot {
     /// pool.
     pub async fn finish(mut self) -> Res<()> {
         self.store.space.counters.round_trip(1);
-        sqlx::query("COMMIT").execute(&mut *self.conn.conn()).await?;
+        sqlx::query("COMMIT")
+            .execute(&mut *self.conn.conn())
+            .await?;
         self.conn.release();
         Ok(())
     }
