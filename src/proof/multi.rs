@@ -866,7 +866,9 @@ mod tests {
         let cases: [(&str, Edit, MultiDecodeError); 6] = [
             (
                 "truncated",
-                |b| drop(b.pop()),
+                |b| {
+                    b.pop();
+                },
                 MultiDecodeError::Truncated {
                     needed: bytes.len(),
                     got: bytes.len() - 1,
