@@ -16,6 +16,13 @@
 #                                          checkpoint: the next start recovers)
 #   scripts/pg-cluster.sh stop DIR         pg_ctl stop -m fast
 #   scripts/pg-cluster.sh destroy DIR      stop (immediate) if running, remove DIR
+#   scripts/pg-cluster.sh standby PORT     create a streaming hot standby of the
+#                                          server on 127.0.0.1:PORT in a new
+#                                          temporary directory (pg_basebackup -R
+#                                          as `postgres`, which needs a `host
+#                                          replication` line in its pg_hba.conf);
+#                                          prints the directory, which `start`,
+#                                          `stop` and `destroy` then take
 #
 # Exit status 3 means the server binaries (initdb, pg_ctl, postgres) were not
 # found in PATH or /usr/lib/postgresql/*/bin; nothing is installed here (see
@@ -46,7 +53,7 @@ die() { log "error: $*"; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/pg-common.sh"
 
 usage() {
-    printf 'usage: %s init | start DIR [PORT] | stop-immediate DIR | stop DIR | destroy DIR\n' "$0" >&2
+    printf 'usage: %s init | start DIR [PORT] | stop-immediate DIR | stop DIR | destroy DIR | standby PORT\n' "$0" >&2
     exit 2
 }
 
@@ -95,6 +102,27 @@ as_pg() {
     fi
 }
 
+# new_dir: sets DIR to a new temporary directory the server's user owns.
+new_dir() {
+    [[ $IS_ROOT -eq 1 ]] && ensure_pg_user
+    DIR="$(mktemp -d /tmp/mssmt-pg-cluster.XXXXXX)"
+    [[ $IS_ROOT -eq 1 ]] && chown "$PG_SYSTEM_USER:" "$DIR"
+    return 0
+}
+
+# make_data LOG WHAT CMD [ARGS...]: run CMD (which fills $DIR/data) as the
+# server's user with its output in $DIR/LOG; on failure show the log,
+# remove DIR and die with WHAT.
+make_data() {
+    local log="$DIR/$1" what="$2"
+    shift 2
+    if ! as_pg "$@" </dev/null >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -rf -- "$DIR"
+        die "$what"
+    fi
+}
+
 need_dir() {
     [[ -n "${1:-}" ]] || usage
     [[ -f "$1/data/PG_VERSION" ]] || die "$1 holds no cluster made by '$0 init'"
@@ -102,15 +130,9 @@ need_dir() {
 
 case "$CMD" in
 init)
-    [[ $IS_ROOT -eq 1 ]] && ensure_pg_user
-    DIR="$(mktemp -d /tmp/mssmt-pg-cluster.XXXXXX)"
-    [[ $IS_ROOT -eq 1 ]] && chown "$PG_SYSTEM_USER:" "$DIR"
-    if ! as_pg "$PG_BIN/initdb" -D "$DIR/data" --auth=trust -U "$DB_SUPERUSER" \
-            --encoding=UTF8 --locale=C >"$DIR/initdb.log" 2>&1; then
-        cat "$DIR/initdb.log" >&2
-        rm -rf -- "$DIR"
-        die "initdb failed"
-    fi
+    new_dir
+    make_data initdb.log "initdb failed" "$PG_BIN/initdb" -D "$DIR/data" --auth=trust \
+        -U "$DB_SUPERUSER" --encoding=UTF8 --locale=C
     DIR_ESCAPED="${DIR//\'/\'\'}"
     cat >>"$DIR/data/postgresql.conf" <<EOF
 
@@ -163,6 +185,28 @@ stop)
     DIR="${1:-}"
     need_dir "$DIR"
     as_pg "$PG_BIN/pg_ctl" stop -D "$DIR/data" -m fast -w -t 30 -s >/dev/null
+    ;;
+standby)
+    PRIMARY_PORT="${1:-}"
+    [[ "$PRIMARY_PORT" =~ ^[0-9]+$ ]] || usage
+    new_dir
+    # -R writes standby.signal and primary_conninfo; -X stream copies the WAL
+    # the backup needs alongside it; -c fast does not wait for a checkpoint.
+    make_data basebackup.log "pg_basebackup from 127.0.0.1:$PRIMARY_PORT failed" \
+        "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$PRIMARY_PORT" -U "$DB_SUPERUSER" \
+        -D "$DIR/data" -R -X stream -c fast --no-sync
+    # The primary's postgresql.conf came along; the standby gets its own
+    # socket directory and serves reads (feedback keeps the primary from
+    # vacuuming rows a standby snapshot still reads).
+    DIR_ESCAPED="${DIR//\'/\'\'}"
+    cat >>"$DIR/data/postgresql.conf" <<EOF
+
+# --- added by scripts/pg-cluster.sh standby (streaming hot standby) ---
+unix_socket_directories = '$DIR_ESCAPED'
+hot_standby = on
+hot_standby_feedback = on
+EOF
+    printf '%s\n' "$DIR"
     ;;
 destroy)
     DIR="${1:-}"

@@ -6,7 +6,8 @@
 #
 # If MSSMT_PG_URL is already set (and non-empty) the command is simply exec'd
 # with the environment unchanged, so a developer or CI job can point the tests
-# at an existing server.
+# at an existing server (and, with MSSMT_PG_STANDBY_URL, at a hot standby of
+# it; without that no standby is started).
 #
 # Otherwise a throwaway PostgreSQL server is started just for this command:
 #   * the server binaries (initdb, pg_ctl, postgres) are looked up in PATH,
@@ -22,9 +23,16 @@
 #     created and
 #       MSSMT_PG_URL=postgres://postgres@127.0.0.1:PORT/mssmt_test
 #     is exported to the command;
-#   * when the command finishes (or the script gets SIGINT/SIGTERM) the server
-#     is stopped (pg_ctl stop -m immediate) and the temporary directory
-#     removed.  The exit status of the script is that of the command (130/143
+#   * then a streaming hot standby of that server is made with
+#     `scripts/pg-cluster.sh standby` (pg_basebackup -R over the primary's
+#     `host replication` line, hot_standby and hot_standby_feedback on) and
+#     started on a second free port, and
+#       MSSMT_PG_STANDBY_URL=postgres://postgres@127.0.0.1:PORT2/mssmt_test
+#       MSSMT_PG_STANDBY_DIR=<its directory, for scripts/pg-cluster.sh stop/start>
+#     are exported too (MSSMT_PG_STANDBY=0 skips the standby);
+#   * when the command finishes (or the script gets SIGINT/SIGTERM) both
+#     servers are stopped (pg_ctl stop -m immediate) and their temporary
+#     directories removed.  The exit status of the script is that of the command (130/143
 #     when interrupted).  As usual in bash, a signal that arrives while the
 #     command runs is acted on once the command exits; Ctrl-C and CI
 #     timeouts signal the whole process group, so the command gets it too.
@@ -198,7 +206,9 @@ as_pg() {
 TMP_DIR=""
 DATA_DIR=""
 SERVER_PID=""       # pid of the background job running the postmaster
+STANDBY_DIR=""      # the standby's directory (scripts/pg-cluster.sh standby)
 CLEANED_UP=0
+readonly CLUSTER_SCRIPT="$(dirname "${BASH_SOURCE[0]}")/pg-cluster.sh"
 
 # pid_alive PID: true if PID exists and is not a zombie.
 pid_alive() {
@@ -249,6 +259,9 @@ cleanup() {
     set +e   # best effort: never abort half-way through the cleanup
     [[ $CLEANED_UP -eq 1 ]] && return 0
     CLEANED_UP=1
+    # The standby first: stopped after its primary it would keep retrying
+    # the replication connection until the immediate stop.
+    [[ -n "$STANDBY_DIR" ]] && "$CLUSTER_SCRIPT" destroy "$STANDBY_DIR" 2>/dev/null
     stop_server
     [[ -n "$TMP_DIR" && -d "$TMP_DIR" ]] && rm -rf -- "$TMP_DIR"
     return 0
@@ -297,7 +310,15 @@ max_connections = 200
 fsync = off
 synchronous_commit = off
 full_page_writes = off
+# streaming replication to the hot standby made below
+wal_level = replica
+max_wal_senders = 10
+wal_keep_size = 512MB
+hot_standby = on
 EOF
+# The standby's base backup and WAL stream connect as the superuser over
+# TCP (the initdb default has this line too; it is spelled out here).
+printf 'host replication %s 127.0.0.1/32 trust\n' "$DB_SUPERUSER" >>"$DATA_DIR/pg_hba.conf"
 
 # ---------------------------------------------------------------------------
 # Starting the server on a free port.
@@ -362,6 +383,20 @@ export MSSMT_REQUIRE_PG=1  # tests must not skip Postgres when we provide it
 # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)" -> "15.18"
 PG_VERSION="$("$POSTGRES" --version 2>/dev/null | sed -n 's/^[^0-9]*\([0-9][0-9.]*\).*/\1/p')" || true
 log "started throwaway PostgreSQL ${PG_VERSION:-?} on 127.0.0.1:$PORT"
+
+# ---------------------------------------------------------------------------
+# The streaming hot standby (the database above is already in its backup).
+# ---------------------------------------------------------------------------
+if [[ "${MSSMT_PG_STANDBY:-1}" != 0 ]]; then
+    STANDBY_DIR="$("$CLUSTER_SCRIPT" standby "$PORT")" \
+        || die "could not make a standby of 127.0.0.1:$PORT"
+    STANDBY_URL="$("$CLUSTER_SCRIPT" start "$STANDBY_DIR")" \
+        || die "the standby in $STANDBY_DIR did not start"
+    export MSSMT_PG_STANDBY_URL="${STANDBY_URL%/postgres}/$DB_NAME"
+    export MSSMT_PG_STANDBY_DIR="$STANDBY_DIR"
+    STANDBY_ADDR="${STANDBY_URL#*@}"
+    log "started its streaming hot standby on ${STANDBY_ADDR%%/*}"
+fi
 
 # ---------------------------------------------------------------------------
 # Running the command.  Not exec'd, so that the EXIT trap can clean up; its

@@ -43,9 +43,11 @@ pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use sql::Dialect;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::{NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
+pub use sql::{CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "postgres")]
-pub use sql::{PostgresStore, PostgresTxStore};
+pub use sql::{
+    DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore, ReadSnapshot, ReplicaSet, ServedBy,
+};
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};
 pub use traits::{BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, TreeStore};

@@ -1,5 +1,7 @@
 //! The error type of the SQL stores.
 
+use super::token::CommitToken;
+
 /// Errors of the SQLite and Postgres stores.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlStoreError {
@@ -52,6 +54,23 @@ pub enum SqlStoreError {
     /// A stored version number is negative (the row is corrupt).
     #[error("stored version {0} is negative")]
     BadVersion(i64),
+    /// A standby had not replayed a read's [`CommitToken`] within the wait
+    /// bound, and the replica set answers that with an error
+    /// ([`OnLag::Error`](crate::store::OnLag::Error)) rather than a read on
+    /// the primary.
+    #[error(
+        "standby {standby} replayed the WAL to {replayed}, short of token {token}, after {waited:?}"
+    )]
+    StandbyBehind {
+        /// The standby's index in the replica set.
+        standby: usize,
+        /// The token the read waited for.
+        token: CommitToken,
+        /// How far the standby had replayed.
+        replayed: CommitToken,
+        /// How long the read waited.
+        waited: std::time::Duration,
+    },
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {

@@ -109,6 +109,20 @@ impl<C: Dialect> SqlStore<C> {
         self.with_space(&self.space.name, height, self.space.recent.capacity())
     }
 
+    /// This handle's namespace and settings on another pool of the same
+    /// database (a hot standby's), with its own counters and memory.
+    pub(super) fn on_pool(&self, pool: sqlx::Pool<C::Database>, jit_off: bool) -> Self {
+        SqlStore {
+            pool,
+            jit_off,
+            ..self.with_space(
+                &self.space.name,
+                self.space.height,
+                self.space.recent.capacity(),
+            )
+        }
+    }
+
     fn with_space(&self, name: &str, height: StratumHeight, recent: usize) -> Self {
         SqlStore {
             pool: self.pool.clone(),

@@ -11,10 +11,15 @@ mod packed;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod reads;
+#[cfg(feature = "postgres")]
+mod replica;
 mod schema;
+#[cfg(feature = "postgres")]
+mod snapshot;
 mod space;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod token;
 mod tx;
 
 pub(crate) use dialect::Dialect;
@@ -23,5 +28,10 @@ pub use handle::{SqlStore, SqlTxStore};
 pub use listing::{NamespaceListing, SchemaState};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
+#[cfg(feature = "postgres")]
+pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
+#[cfg(feature = "postgres")]
+pub use snapshot::{ReadSnapshot, ServedBy};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
+pub use token::CommitToken;
