@@ -105,9 +105,6 @@ pub enum TapdError {
     /// The database has no `mssmt_nodes` / `mssmt_roots` tables.
     #[error("not a tapd database (no mssmt_nodes/mssmt_roots tables)")]
     NotTapd,
-    /// The namespace has neither a root nor any row.
-    #[error("no namespace {0:?} in the tapd database")]
-    UnknownNamespace(String),
     /// The database failed.
     #[error("database: {0}")]
     Sql(#[from] sqlx::Error),

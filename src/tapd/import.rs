@@ -78,7 +78,8 @@ fn staging_name(name: &str) -> String {
     format!("{name}\u{1f}tapd")
 }
 
-/// Imports tapd namespace `namespace` of `source` into `target`. The
+/// Imports tapd namespace `namespace` of `source` into `target` (a
+/// namespace with no rows is tapd's empty tree: it imports as one). The
 /// target must be empty, hold this very tree already (then nothing is
 /// written), or `options.replace` must be set.
 pub async fn import_namespace<S: BulkStore, L: Layout>(
@@ -87,10 +88,6 @@ pub async fn import_namespace<S: BulkStore, L: Layout>(
     target: &Tree<S, L>,
     options: ImportOptions,
 ) -> Result<ImportReport, ImportError<S::Error>> {
-    let known = source.namespaces().await?;
-    if !known.iter().any(|n| n == namespace) {
-        return Err(TapdError::UnknownNamespace(namespace.to_owned()).into());
-    }
     let mut snapshot = source.snapshot(namespace).await?;
     let tapd_root = snapshot.root().await?;
     let current = target.root().await.map_err(ImportError::Target)?;
