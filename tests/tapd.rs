@@ -312,3 +312,210 @@ async fn fixtures_import_on_both_engines() {
     }
     assert!(std::fs::read(&original).expect("read fixture") == before, "the fixture changed");
 }
+
+/// A damage to make on a copy and the fault it must be reported as.
+struct Damage {
+    what: &'static str,
+    sql: String,
+    /// The fault, named by kind and hash.
+    kind: &'static str,
+    hash: Vec<u8>,
+}
+
+fn kind_of(c: &Corruption) -> (&'static str, Hash) {
+    match c {
+        Corruption::RootMissing { hash, .. } => ("root_missing", *hash),
+        Corruption::MissingRow { hash, .. } => ("missing_row", *hash),
+        Corruption::LeafMismatch { hash, .. } => ("leaf_mismatch", *hash),
+        Corruption::WrongPosition { hash, .. } => ("wrong_position", *hash),
+        Corruption::BranchHash { hash, .. } => ("branch_hash", *hash),
+        Corruption::BranchSum { hash, .. } => ("branch_sum", *hash),
+        Corruption::Malformed { hash, .. } => ("malformed", *hash),
+        Corruption::RootMismatch { expected, .. } => ("root_mismatch", expected.hash),
+    }
+}
+
+/// Every kind of damage, made on copies of universe-a.
+async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
+    let ns = "namespace = 'universe-a'";
+    let (leaf, _, _, key, _) = engine.row(copy, &format!("{ns} AND key IS NOT NULL")).await;
+    let key = key.expect("leaf key");
+    let (branch, ..) = engine
+        .row(
+            copy,
+            &format!("{ns} AND key IS NULL AND hash_key NOT IN (SELECT root_hash FROM mssmt_roots)"),
+        )
+        .await;
+    let (_, l, r, _, sum) = engine
+        .row(
+            copy,
+            &format!("{ns} AND hash_key IN (SELECT root_hash FROM mssmt_roots WHERE {ns})"),
+        )
+        .await;
+    let at = |h: &[u8]| format!("{ns} AND hash_key = {}", engine.blob(h));
+    let flip = |byte: usize, mask: u8| {
+        let mut k = key.clone();
+        k[byte] ^= mask;
+        engine.blob(&k)
+    };
+    let (l, r) = (l.expect("left"), r.expect("right"));
+    let forged_sum = sum.wrapping_add(1);
+    let forged = branch_hash(
+        &Hash(l.clone().try_into().expect("32")),
+        &Hash(r.clone().try_into().expect("32")),
+        forged_sum as u64,
+    );
+    vec![
+        Damage {
+            what: "leaf value changed",
+            sql: format!("UPDATE mssmt_nodes SET value = {} WHERE {}", engine.blob(&[0]), at(&leaf)),
+            kind: "leaf_mismatch",
+            hash: leaf.clone(),
+        },
+        Damage {
+            what: "leaf sum changed",
+            sql: format!("UPDATE mssmt_nodes SET sum = sum + 1 WHERE {}", at(&leaf)),
+            kind: "leaf_mismatch",
+            hash: leaf.clone(),
+        },
+        Damage {
+            what: "leaf key changed below its height",
+            sql: format!("UPDATE mssmt_nodes SET key = {} WHERE {}", flip(31, 0x80), at(&leaf)),
+            kind: "leaf_mismatch",
+            hash: leaf.clone(),
+        },
+        Damage {
+            what: "leaf key leads elsewhere",
+            sql: format!("UPDATE mssmt_nodes SET key = {} WHERE {}", flip(0, 0x01), at(&leaf)),
+            kind: "wrong_position",
+            hash: leaf.clone(),
+        },
+        Damage {
+            what: "branch sum changed",
+            sql: format!("UPDATE mssmt_nodes SET sum = sum + 1 WHERE {}", at(&branch)),
+            kind: "branch_hash",
+            hash: branch.clone(),
+        },
+        Damage {
+            what: "root branch forged with a sum its children do not hold",
+            sql: format!(
+                "INSERT INTO mssmt_nodes VALUES ({}, {}, {}, NULL, NULL, {forged_sum}, 'universe-a'); \
+                 UPDATE mssmt_roots SET root_hash = {} WHERE {ns}",
+                engine.blob(&forged.0),
+                engine.blob(&l),
+                engine.blob(&r),
+                engine.blob(&forged.0),
+            ),
+            kind: "branch_sum",
+            hash: forged.0.to_vec(),
+        },
+        Damage {
+            what: "row missing under the root",
+            sql: format!("DELETE FROM mssmt_nodes WHERE {}", at(&leaf)),
+            kind: "missing_row",
+            hash: leaf.clone(),
+        },
+        Damage {
+            what: "root pointing nowhere",
+            sql: format!(
+                "UPDATE mssmt_roots SET root_hash = {} WHERE {ns}",
+                engine.blob(&[0x11; 32])
+            ),
+            kind: "root_missing",
+            hash: vec![0x11; 32],
+        },
+    ]
+}
+
+/// Imports a damaged namespace and checks the error and that neither the
+/// target nor its staging namespace holds anything.
+async fn damaged_import<S: BulkStore>(source: &TapdSource, tree: &CompactedTree<S>, d: &Damage)
+where
+    S::Error: std::fmt::Debug,
+{
+    let err = import_namespace(source, "universe-a", tree, ImportOptions::default())
+        .await
+        .expect_err(d.what);
+    let ImportError::Source(TapdError::Corrupt(c)) = &err else {
+        panic!("{}: {err:?}", d.what);
+    };
+    let (kind, hash) = kind_of(c);
+    assert_eq!((kind, hash.0.to_vec()), (d.kind, d.hash.clone()), "{}: {c}", d.what);
+    assert!(c.to_string().contains("universe-a"), "{c}");
+    assert_eq!(tree.root().await.expect("root"), ComputedNode::empty_root(), "{}", d.what);
+    let staging = tree
+        .store()
+        .open_namespace(&format!("{}\u{1f}tapd", tree.store().name()))
+        .expect("staging");
+    let staging = CompactedTree::new(staging);
+    assert_eq!(staging.root().await.expect("root"), ComputedNode::empty_root(), "{}", d.what);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_damage_is_named_and_nothing_is_written() {
+    for engine in engines("every_damage_is_named_and_nothing_is_written") {
+        let probe = engine.copy("tapd_probe").await;
+        let count = damages(&engine, &probe).await.len();
+        for i in 0..count {
+            let copy = engine.copy("tapd_damage").await;
+            let d = damages(&engine, &copy).await.swap_remove(i);
+            engine.exec(&copy, &d.sql).await;
+            let source = TapdSource::open(&copy.src).await.expect("open");
+            let audit = audit_namespace(&source, "universe-a").await.expect("audit");
+            assert!(
+                audit.problems.iter().any(|p| {
+                    let (kind, hash) = kind_of(p);
+                    kind == d.kind && hash.0.to_vec() == d.hash
+                }),
+                "{}: audit found {:?}",
+                d.what,
+                audit.problems
+            );
+            let (source, d) = (&source, &d);
+            engine
+                .with_target("tapd_damaged", |target| async move {
+                    match &target {
+                        Target::Sqlite(t) => damaged_import(source, t, d).await,
+                        Target::Postgres(t) => damaged_import(source, t, d).await,
+                    }
+                })
+                .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_rows_are_counted_not_imported() {
+    for engine in engines("unreachable_rows_are_counted_not_imported") {
+        let copy = engine.copy("tapd_unreachable").await;
+        let sql = format!(
+            "INSERT INTO mssmt_nodes VALUES ({}, NULL, NULL, {}, {}, 7, 'universe-b')",
+            engine.blob(&[0x22; 32]),
+            engine.blob(&[0x33; 32]),
+            engine.blob(b"stray"),
+        );
+        engine.exec(&copy, &sql).await;
+        let source = TapdSource::open(&copy.src).await.expect("open");
+        let audit = audit_namespace(&source, "universe-b").await.expect("audit");
+        assert_eq!(audit.unreachable_rows, 1);
+        assert!(audit.problems.is_empty());
+        assert_eq!(audit.rows, 303);
+        let source = &source;
+        engine
+            .with_target("tapd_unreachable", |target| async move {
+                let report = match &target {
+                    Target::Sqlite(t) => import_namespace(source, "universe-b", t, ImportOptions::default()).await.expect("import"),
+                    Target::Postgres(t) => import_namespace(source, "universe-b", t, ImportOptions::default()).await.expect("import"),
+                };
+                assert_eq!(report.unreachable_rows, 1);
+                assert_eq!(report.leaves, 37);
+                let stray = Key([0x33; 32]);
+                let leaf = match &target {
+                    Target::Sqlite(t) => t.get(&stray).await.expect("get"),
+                    Target::Postgres(t) => t.get(&stray).await.expect("get"),
+                };
+                assert!(leaf.is_empty(), "the stray row was imported");
+            })
+            .await;
+    }
+}

@@ -29,12 +29,12 @@ pub async fn audit_namespace(
     source: &TapdSource,
     namespace: &str,
 ) -> Result<NamespaceAudit, TapdError> {
-    audit_snapshot(source.snapshot(namespace).await?).await
+    audit_snapshot(&mut source.snapshot(namespace).await?).await
 }
 
 /// [`audit_namespace`] on an open snapshot.
-pub(crate) async fn audit_snapshot(mut snapshot: Snapshot) -> Result<NamespaceAudit, TapdError> {
-    let walked = walk(&mut snapshot, Mode::Audit, &mut Discard, DISCARD_BATCH)
+pub(crate) async fn audit_snapshot(snapshot: &mut Snapshot) -> Result<NamespaceAudit, TapdError> {
+    let walked = walk(snapshot, Mode::Audit, &mut Discard, DISCARD_BATCH)
         .await
         .map_err(|e| match e {
             WalkError::Source(e) => e,

@@ -123,7 +123,7 @@ pub async fn import_namespace<S: BulkStore, L: Layout>(
         .map_err(|e| ImportError::Target(TreeError::Store(e)))?;
     let staging: Tree<S, L> = Tree::new(staging_store);
     staging.delete_all().await.map_err(ImportError::Target)?;
-    let outcome = build(source, namespace, &mut snapshot, &staging, options).await;
+    let outcome = build(namespace, &mut snapshot, &staging, options).await;
     let walked = match outcome {
         Ok(w) => w,
         Err(e) => {
@@ -152,7 +152,6 @@ pub async fn import_namespace<S: BulkStore, L: Layout>(
 /// Walks the namespace into `staging` and checks the built root; on a
 /// mismatch, walks it again with every check to name the row at fault.
 async fn build<S: BulkStore, L: Layout>(
-    source: &TapdSource,
     namespace: &str,
     snapshot: &mut crate::tapd::source::Snapshot,
     staging: &Tree<S, L>,
@@ -170,7 +169,7 @@ async fn build<S: BulkStore, L: Layout>(
     if got == expected {
         return Ok(walked);
     }
-    let audit = audit_snapshot(source.snapshot(namespace).await?).await?;
+    let audit = audit_snapshot(snapshot).await?;
     let first = audit
         .problems
         .into_iter()
