@@ -10,7 +10,9 @@ use serde_json::Value;
 fn fixture() -> PathBuf {
     std::env::var_os("MSSMT_TAPD_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd")
+        })
         .join("tapd-sqlite.db")
 }
 
@@ -65,10 +67,19 @@ fn audit_import_export_round_trip() {
     let audit = ms_smt(&["tapd", "audit", "--from", &src, "--json"]);
     assert_eq!(audit.code, 0, "{}", audit.stderr);
     let objects = audit.objects();
-    let names: Vec<&str> = objects.iter().map(|o| o["namespace"].as_str().expect("ns")).collect();
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["namespace"].as_str().expect("ns"))
+        .collect();
     assert_eq!(names, ["universe-a", "universe-b", "universe-c"]);
     for o in &objects {
-        for field in ["root_hash", "root_sum", "leaves", "unreachable_rows", "problems"] {
+        for field in [
+            "root_hash",
+            "root_sum",
+            "leaves",
+            "unreachable_rows",
+            "problems",
+        ] {
             assert!(o.get(field).is_some(), "{field} missing in {o}");
         }
         assert_eq!(o["problems"], Value::Array(vec![]));
@@ -85,21 +96,63 @@ fn audit_import_export_round_trip() {
         assert_eq!(a["leaves"], i["leaves"]);
     }
     // Again: the same tree, no error.
-    let again = ms_smt(&["--db", s(&db), "tapd", "import", "--from", &src, "--namespace", "universe-b"]);
+    let again = ms_smt(&[
+        "--db",
+        s(&db),
+        "tapd",
+        "import",
+        "--from",
+        &src,
+        "--namespace",
+        "universe-b",
+    ]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stdout.contains("already there"), "{}", again.stdout);
-    assert_eq!(std::fs::read(&src).expect("read"), before, "the source was written");
+    assert_eq!(
+        std::fs::read(&src).expect("read"),
+        before,
+        "the source was written"
+    );
 
     let out = dir.path().join("out.db");
     let no_schema = ms_smt(&["--db", s(&db), "tapd", "export", "--to", s(&out)]);
     assert_eq!(no_schema.code, 2);
-    let export = ms_smt(&["--db", s(&db), "tapd", "export", "--to", s(&out), "--create-schema"]);
+    let export = ms_smt(&[
+        "--db",
+        s(&db),
+        "tapd",
+        "export",
+        "--to",
+        s(&out),
+        "--create-schema",
+    ]);
     assert_eq!(export.code, 0, "{}", export.stderr);
-    let exists = ms_smt(&["--db", s(&db), "tapd", "export", "--to", s(&out), "--namespace", "universe-a"]);
+    let exists = ms_smt(&[
+        "--db",
+        s(&db),
+        "tapd",
+        "export",
+        "--to",
+        s(&out),
+        "--namespace",
+        "universe-a",
+    ]);
     assert_eq!(exists.code, 2);
-    assert!(exists.stderr.contains("already exists"), "{}", exists.stderr);
+    assert!(
+        exists.stderr.contains("already exists"),
+        "{}",
+        exists.stderr
+    );
     let replace = ms_smt(&[
-        "--db", s(&db), "tapd", "export", "--to", s(&out), "--namespace", "universe-a", "--replace",
+        "--db",
+        s(&db),
+        "tapd",
+        "export",
+        "--to",
+        s(&out),
+        "--namespace",
+        "universe-a",
+        "--replace",
     ]);
     assert_eq!(replace.code, 0, "{}", replace.stderr);
     let back = ms_smt(&["tapd", "audit", "--from", s(&out), "--json"]);
@@ -129,13 +182,31 @@ fn damaged_source_fails_audit_and_import() {
     let audit = ms_smt(&["tapd", "audit", "--from", &src, "--json"]);
     assert_eq!(audit.code, 1, "{}", audit.stderr);
     let objects = audit.objects();
-    let b = objects.iter().find(|o| o["namespace"] == "universe-b").expect("universe-b");
+    let b = objects
+        .iter()
+        .find(|o| o["namespace"] == "universe-b")
+        .expect("universe-b");
     let problems = b["problems"].as_array().expect("problems");
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(problems[0].as_str().expect("text").contains("does not hash"), "{problems:?}");
+    assert!(
+        problems[0]
+            .as_str()
+            .expect("text")
+            .contains("does not hash"),
+        "{problems:?}"
+    );
 
     let db = dir.path().join("ms.db");
-    let import = ms_smt(&["--db", s(&db), "tapd", "import", "--from", &src, "--namespace", "universe-b"]);
+    let import = ms_smt(&[
+        "--db",
+        s(&db),
+        "tapd",
+        "import",
+        "--from",
+        &src,
+        "--namespace",
+        "universe-b",
+    ]);
     assert_eq!(import.code, 2);
     assert_eq!(import.stderr.lines().count(), 1, "{}", import.stderr);
     assert!(import.stderr.contains("universe-b"), "{}", import.stderr);
@@ -151,9 +222,34 @@ fn bad_input_is_one_line_and_writes_nothing() {
     let missing = dir.path().join("missing.db");
     for (args, says) in [
         (vec!["tapd", "audit", "--from", s(&missing)], "no such file"),
-        (vec!["--db", s(&db), "tapd", "import", "--from", s(&missing)], "no such file"),
-        (vec!["tapd", "audit", "--from", s(&fixture()), "--namespace", "nope"], "no namespace"),
-        (vec!["--db", s(&db), "tapd", "import", "--from", s(&fixture()), "--namespace", "nope"], "no namespace"),
+        (
+            vec!["--db", s(&db), "tapd", "import", "--from", s(&missing)],
+            "no such file",
+        ),
+        (
+            vec![
+                "tapd",
+                "audit",
+                "--from",
+                s(&fixture()),
+                "--namespace",
+                "nope",
+            ],
+            "no namespace",
+        ),
+        (
+            vec![
+                "--db",
+                s(&db),
+                "tapd",
+                "import",
+                "--from",
+                s(&fixture()),
+                "--namespace",
+                "nope",
+            ],
+            "no namespace",
+        ),
     ] {
         let run = ms_smt(&args);
         assert_eq!(run.code, 2, "{args:?}");
@@ -162,9 +258,22 @@ fn bad_input_is_one_line_and_writes_nothing() {
     }
     assert!(!missing.exists() && !db.exists(), "a file was created");
     // An ms-smt database is not a tapd one.
-    let made = ms_smt(&["--db", s(&db), "tapd", "import", "--from", s(&fixture()), "--namespace", "universe-b"]);
+    let made = ms_smt(&[
+        "--db",
+        s(&db),
+        "tapd",
+        "import",
+        "--from",
+        s(&fixture()),
+        "--namespace",
+        "universe-b",
+    ]);
     assert_eq!(made.code, 0, "{}", made.stderr);
     let not_tapd = ms_smt(&["tapd", "audit", "--from", s(&db)]);
     assert_eq!(not_tapd.code, 2);
-    assert!(not_tapd.stderr.contains("not a tapd database"), "{}", not_tapd.stderr);
+    assert!(
+        not_tapd.stderr.contains("not a tapd database"),
+        "{}",
+        not_tapd.stderr
+    );
 }

@@ -26,7 +26,9 @@ use support::{TempDb, pg_url, sanitize, unique};
 fn fixtures_dir() -> PathBuf {
     std::env::var_os("MSSMT_TAPD_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd")
+        })
 }
 
 #[derive(Deserialize)]
@@ -57,12 +59,16 @@ struct ExpectedProof {
 }
 
 fn expected() -> Expected {
-    let text = std::fs::read_to_string(fixtures_dir().join("expected.json")).expect("expected.json");
+    let text =
+        std::fs::read_to_string(fixtures_dir().join("expected.json")).expect("expected.json");
     serde_json::from_str(&text).expect("parse expected.json")
 }
 
 fn key_of(hex_key: &str) -> Key {
-    Key(hex::decode(hex_key).expect("hex").try_into().expect("32 bytes"))
+    Key(hex::decode(hex_key)
+        .expect("hex")
+        .try_into()
+        .expect("32 bytes"))
 }
 
 /// A copy of the fixture on one engine: its source string for
@@ -122,7 +128,11 @@ impl Engine {
             }
             Engine::Postgres(base) => {
                 let url = pg_schema(base, tag).await;
-                let schema = url.rsplit("search_path%3D").next().expect("schema").to_owned();
+                let schema = url
+                    .rsplit("search_path%3D")
+                    .next()
+                    .expect("schema")
+                    .to_owned();
                 let dump = std::fs::read_to_string(fixtures_dir().join("tapd-postgres.sql"))
                     .expect("dump");
                 let sql: String = dump
@@ -131,7 +141,10 @@ impl Engine {
                     .map(|l| format!("{}\n", l.replace("public.", &format!("{schema}."))))
                     .collect();
                 let mut conn = sqlx::PgConnection::connect(base).await.expect("connect");
-                sqlx::raw_sql(&sql).execute(&mut conn).await.expect("load dump");
+                sqlx::raw_sql(&sql)
+                    .execute(&mut conn)
+                    .await
+                    .expect("load dump");
                 Copy {
                     src: url,
                     sqlite: None,
@@ -163,18 +176,33 @@ impl Engine {
                 conn.close().await.expect("close");
             }
             None => {
-                let mut conn = sqlx::PgConnection::connect(&copy.src).await.expect("connect");
+                let mut conn = sqlx::PgConnection::connect(&copy.src)
+                    .await
+                    .expect("connect");
                 let sql = format!(
                     "ALTER TABLE mssmt_roots DROP CONSTRAINT IF EXISTS \
                      mssmt_roots_namespace_root_hash_fkey; {sql}"
                 );
-                sqlx::raw_sql(&sql).execute(&mut conn).await.expect("damage");
+                sqlx::raw_sql(&sql)
+                    .execute(&mut conn)
+                    .await
+                    .expect("damage");
             }
         }
     }
 
     /// One row's columns, by SQL `filter` on `mssmt_nodes`.
-    async fn row(&self, copy: &Copy, filter: &str) -> (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>, Option<Vec<u8>>, i64) {
+    async fn row(
+        &self,
+        copy: &Copy,
+        filter: &str,
+    ) -> (
+        Vec<u8>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        i64,
+    ) {
         let sql = format!(
             "SELECT hash_key, l_hash_key, r_hash_key, key, sum FROM mssmt_nodes WHERE {filter} \
              ORDER BY hash_key LIMIT 1"
@@ -184,11 +212,19 @@ impl Engine {
                 let mut conn = sqlx::SqliteConnection::connect(&path.to_string_lossy())
                     .await
                     .expect("open");
-                sqlx::query_as(&sql).fetch_one(&mut conn).await.expect("row")
+                sqlx::query_as(&sql)
+                    .fetch_one(&mut conn)
+                    .await
+                    .expect("row")
             }
             None => {
-                let mut conn = sqlx::PgConnection::connect(&copy.src).await.expect("connect");
-                sqlx::query_as(&sql).fetch_one(&mut conn).await.expect("row")
+                let mut conn = sqlx::PgConnection::connect(&copy.src)
+                    .await
+                    .expect("connect");
+                sqlx::query_as(&sql)
+                    .fetch_one(&mut conn)
+                    .await
+                    .expect("row")
             }
         }
     }
@@ -203,11 +239,17 @@ impl Engine {
             Engine::Sqlite => {
                 let file = TempDb::new(tag);
                 let store = SqliteStore::open(&file.path).await.expect("open target");
-                check(Target::Sqlite(CompactedTree::new(store.open_namespace(&unique(tag))))).await;
+                check(Target::Sqlite(CompactedTree::new(
+                    store.open_namespace(&unique(tag)),
+                )))
+                .await;
             }
             Engine::Postgres(url) => {
                 let store = PostgresStore::connect(url).await.expect("connect target");
-                check(Target::Postgres(CompactedTree::new(store.open_namespace(&unique(tag))))).await;
+                check(Target::Postgres(CompactedTree::new(
+                    store.open_namespace(&unique(tag)),
+                )))
+                .await;
             }
         }
     }
@@ -233,7 +275,12 @@ where
         ComputedNode::empty_root()
     } else {
         ComputedNode::new(
-            Hash(hex::decode(&ns.root_hash).expect("hex").try_into().expect("32")),
+            Hash(
+                hex::decode(&ns.root_hash)
+                    .expect("hex")
+                    .try_into()
+                    .expect("32"),
+            ),
             ns.root_sum.parse().expect("sum"),
         )
     };
@@ -241,7 +288,11 @@ where
     assert_eq!(report.root, want);
     assert_eq!(report.leaves, ns.leaves.len() as u64);
     assert_eq!(report.unreachable_rows, 0, "{}", ns.namespace);
-    assert_eq!(report.unchanged, ns.leaves.is_empty(), "an empty tree is already there");
+    assert_eq!(
+        report.unchanged,
+        ns.leaves.is_empty(),
+        "an empty tree is already there"
+    );
     let got: BTreeMap<[u8; 32], (Vec<u8>, u64)> = tree
         .leaves(..)
         .collect_all()
@@ -256,7 +307,10 @@ where
         .map(|l| {
             (
                 key_of(&l.key).0,
-                (hex::decode(&l.value).expect("hex"), l.sum.parse().expect("sum")),
+                (
+                    hex::decode(&l.value).expect("hex"),
+                    l.sum.parse().expect("sum"),
+                ),
             )
         })
         .collect();
@@ -285,7 +339,10 @@ async fn fixtures_import_on_both_engines() {
     let before = std::fs::read(&original).expect("read fixture");
     for engine in engines("fixtures_import_on_both_engines") {
         let copy = engine.copy("tapd_import").await;
-        let copy_before = copy.sqlite.as_ref().map(|p| std::fs::read(p).expect("read copy"));
+        let copy_before = copy
+            .sqlite
+            .as_ref()
+            .map(|p| std::fs::read(p).expect("read copy"));
         let source = TapdSource::open(&copy.src).await.expect("open source");
         let names = source.namespaces().await.expect("namespaces");
         // universe-d has no rows at all: it is not in the tables.
@@ -295,22 +352,28 @@ async fn fixtures_import_on_both_engines() {
             engine
                 .with_target("tapd_target", |target| async move {
                     match &target {
-                        Target::Sqlite(t) => import_matches(&source, t, ns).await,
-                        Target::Postgres(t) => import_matches(&source, t, ns).await,
+                        Target::Sqlite(t) => import_matches(source, t, ns).await,
+                        Target::Postgres(t) => import_matches(source, t, ns).await,
                     }
                 })
                 .await;
-            let audit = audit_namespace(&source, &ns.namespace).await.expect("audit");
+            let audit = audit_namespace(source, &ns.namespace).await.expect("audit");
             assert!(audit.problems.is_empty(), "{:?}", audit.problems);
             assert_eq!(audit.leaves, ns.leaves.len() as u64);
             assert_eq!(audit.unreachable_rows, 0);
         }
         drop(source);
         if let (Some(path), Some(b)) = (&copy.sqlite, copy_before) {
-            assert!(std::fs::read(path).expect("read copy") == b, "the copy was written");
+            assert!(
+                std::fs::read(path).expect("read copy") == b,
+                "the copy was written"
+            );
         }
     }
-    assert!(std::fs::read(&original).expect("read fixture") == before, "the fixture changed");
+    assert!(
+        std::fs::read(&original).expect("read fixture") == before,
+        "the fixture changed"
+    );
 }
 
 /// A damage to make on a copy and the fault it must be reported as.
@@ -343,7 +406,9 @@ async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
     let (branch, ..) = engine
         .row(
             copy,
-            &format!("{ns} AND key IS NULL AND hash_key NOT IN (SELECT root_hash FROM mssmt_roots)"),
+            &format!(
+                "{ns} AND key IS NULL AND hash_key NOT IN (SELECT root_hash FROM mssmt_roots)"
+            ),
         )
         .await;
     let (_, l, r, _, sum) = engine
@@ -368,7 +433,11 @@ async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
     vec![
         Damage {
             what: "leaf value changed",
-            sql: format!("UPDATE mssmt_nodes SET value = {} WHERE {}", engine.blob(&[0]), at(&leaf)),
+            sql: format!(
+                "UPDATE mssmt_nodes SET value = {} WHERE {}",
+                engine.blob(&[0]),
+                at(&leaf)
+            ),
             kind: "leaf_mismatch",
             hash: leaf.clone(),
         },
@@ -380,13 +449,21 @@ async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
         },
         Damage {
             what: "leaf key changed below its height",
-            sql: format!("UPDATE mssmt_nodes SET key = {} WHERE {}", flip(31, 0x80), at(&leaf)),
+            sql: format!(
+                "UPDATE mssmt_nodes SET key = {} WHERE {}",
+                flip(31, 0x80),
+                at(&leaf)
+            ),
             kind: "leaf_mismatch",
             hash: leaf.clone(),
         },
         Damage {
             what: "leaf key leads elsewhere",
-            sql: format!("UPDATE mssmt_nodes SET key = {} WHERE {}", flip(0, 0x01), at(&leaf)),
+            sql: format!(
+                "UPDATE mssmt_nodes SET key = {} WHERE {}",
+                flip(0, 0x01),
+                at(&leaf)
+            ),
             kind: "wrong_position",
             hash: leaf.clone(),
         },
@@ -440,15 +517,30 @@ where
         panic!("{}: {err:?}", d.what);
     };
     let (kind, hash) = kind_of(c);
-    assert_eq!((kind, hash.0.to_vec()), (d.kind, d.hash.clone()), "{}: {c}", d.what);
+    assert_eq!(
+        (kind, hash.0.to_vec()),
+        (d.kind, d.hash.clone()),
+        "{}: {c}",
+        d.what
+    );
     assert!(c.to_string().contains("universe-a"), "{c}");
-    assert_eq!(tree.root().await.expect("root"), ComputedNode::empty_root(), "{}", d.what);
+    assert_eq!(
+        tree.root().await.expect("root"),
+        ComputedNode::empty_root(),
+        "{}",
+        d.what
+    );
     let staging = tree
         .store()
         .open_namespace(&format!("{}\u{1f}tapd", tree.store().name()))
         .expect("staging");
     let staging = CompactedTree::new(staging);
-    assert_eq!(staging.root().await.expect("root"), ComputedNode::empty_root(), "{}", d.what);
+    assert_eq!(
+        staging.root().await.expect("root"),
+        ComputedNode::empty_root(),
+        "{}",
+        d.what
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,8 +596,16 @@ async fn unreachable_rows_are_counted_not_imported() {
         engine
             .with_target("tapd_unreachable", |target| async move {
                 let report = match &target {
-                    Target::Sqlite(t) => import_namespace(source, "universe-b", t, ImportOptions::default()).await.expect("import"),
-                    Target::Postgres(t) => import_namespace(source, "universe-b", t, ImportOptions::default()).await.expect("import"),
+                    Target::Sqlite(t) => {
+                        import_namespace(source, "universe-b", t, ImportOptions::default())
+                            .await
+                            .expect("import")
+                    }
+                    Target::Postgres(t) => {
+                        import_namespace(source, "universe-b", t, ImportOptions::default())
+                            .await
+                            .expect("import")
+                    }
                 };
                 assert_eq!(report.unreachable_rows, 1);
                 assert_eq!(report.leaves, 37);
@@ -551,7 +651,9 @@ async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>)
         let options = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(src)
             .read_only(true);
-        let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("open");
+        let mut conn = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("open");
         let rows: Vec<RowTuple> = sqlx::query_as(&format!("{nodes}?"))
             .bind(ns)
             .fetch_all(&mut conn)
@@ -569,19 +671,19 @@ async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>)
 /// Where an export goes: an empty SQLite file or Postgres schema.
 async fn empty_tapd(engine: &Engine, dir: &tempfile::TempDir, tag: &str) -> String {
     match engine {
-        Engine::Sqlite => dir.path().join(format!("{tag}.db")).to_string_lossy().into_owned(),
+        Engine::Sqlite => dir
+            .path()
+            .join(format!("{tag}.db"))
+            .to_string_lossy()
+            .into_owned(),
         Engine::Postgres(base) => pg_schema(base, tag).await,
     }
 }
 
 /// Imports `ns` from `source`, exports it into `dst` and returns the
 /// export's rows; checks the refusal and the replace on the way.
-async fn round_trip<S: BulkStore>(
-    source: &TapdSource,
-    tree: &CompactedTree<S>,
-    ns: &str,
-    dst: &str,
-) where
+async fn round_trip<S: BulkStore>(source: &TapdSource, tree: &CompactedTree<S>, ns: &str, dst: &str)
+where
     S::Error: std::fmt::Debug,
 {
     import_namespace(source, ns, tree, ImportOptions::default())
@@ -597,7 +699,9 @@ async fn round_trip<S: BulkStore>(
         create_schema: true,
         replace: false,
     };
-    let report = export_namespace(tree, &target, ns, create).await.expect("export");
+    let report = export_namespace(tree, &target, ns, create)
+        .await
+        .expect("export");
     assert_eq!(report.root, tree.root().await.expect("root"));
     if report.leaves > 0 {
         assert!(matches!(
@@ -609,7 +713,9 @@ async fn round_trip<S: BulkStore>(
         create_schema: false,
         replace: true,
     };
-    export_namespace(tree, &target, ns, replace).await.expect("replace");
+    export_namespace(tree, &target, ns, replace)
+        .await
+        .expect("replace");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -644,7 +750,12 @@ async fn export_writes_the_rows_tapd_writes() {
                 // child branches above them); the leaves alone give the
                 // rows tapd writes for them in one InsertMany, which share
                 // the root row and the untouched rows with the fixture.
-                assert!(ours.len() < theirs.len(), "{name}: {} vs {}", ours.len(), theirs.len());
+                assert!(
+                    ours.len() < theirs.len(),
+                    "{name}: {} vs {}",
+                    ours.len(),
+                    theirs.len()
+                );
                 assert!(ours.intersection(&theirs).count() > ours.len() / 2);
             } else {
                 assert_eq!(ours, theirs, "{name}: row sets differ");

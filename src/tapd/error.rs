@@ -29,7 +29,9 @@ pub enum Corruption {
     },
     /// A leaf row whose key, value or sum does not hash to its hash key at
     /// the height where it sits.
-    #[error("{namespace}: leaf {hash} at {position:?} does not hash to its key (key, value or sum changed)")]
+    #[error(
+        "{namespace}: leaf {hash} at {position:?} does not hash to its key (key, value or sum changed)"
+    )]
     LeafMismatch {
         /// The namespace.
         namespace: String,
@@ -59,7 +61,9 @@ pub enum Corruption {
         position: Position,
     },
     /// A branch row whose stored sum is not its children's.
-    #[error("{namespace}: branch {hash} at {position:?} stores sum {stored}, its children hold {children}")]
+    #[error(
+        "{namespace}: branch {hash} at {position:?} stores sum {stored}, its children hold {children}"
+    )]
     BranchSum {
         /// The namespace.
         namespace: String,
@@ -108,9 +112,16 @@ pub enum TapdError {
     /// The database failed.
     #[error("database: {0}")]
     Sql(#[from] sqlx::Error),
-    /// The tree is damaged.
+    /// The tree is damaged (boxed: it names a node, and keeps every
+    /// result small).
     #[error(transparent)]
-    Corrupt(#[from] Corruption),
+    Corrupt(Box<Corruption>),
+}
+
+impl From<Corruption> for TapdError {
+    fn from(c: Corruption) -> Self {
+        TapdError::Corrupt(Box::new(c))
+    }
 }
 
 /// Why an import stopped; the target namespace is unchanged.

@@ -74,9 +74,18 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
         return Err(ExportError::NoSchema);
     }
     match &target.pool {
-        Pool::Sqlite(p) => export_on(p, (SQLITE_SCHEMA, sqlite_mark), tree, namespace, options).await,
+        Pool::Sqlite(p) => {
+            export_on(p, (SQLITE_SCHEMA, sqlite_mark), tree, namespace, options).await
+        }
         Pool::Postgres(p) => {
-            export_on(p, (POSTGRES_SCHEMA, postgres_mark), tree, namespace, options).await
+            export_on(
+                p,
+                (POSTGRES_SCHEMA, postgres_mark),
+                tree,
+                namespace,
+                options,
+            )
+            .await
         }
     }
 }
@@ -128,7 +137,9 @@ where
         added.map_err(sqlx::Error::Encode)?;
     }
     if fetch {
-        Ok(sqlx::query_scalar_with(sql, args).fetch_one(&mut *conn).await?)
+        Ok(sqlx::query_scalar_with(sql, args)
+            .fetch_one(&mut *conn)
+            .await?)
     } else {
         sqlx::query_with(sql, args).execute(&mut *conn).await?;
         Ok(0)

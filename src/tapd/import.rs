@@ -179,5 +179,5 @@ async fn build<S: BulkStore, L: Layout>(
             expected,
             got,
         });
-    Err(TapdError::Corrupt(first).into())
+    Err(TapdError::from(first).into())
 }

@@ -194,7 +194,7 @@ impl<K: LeafSink> Walk<'_, K> {
     /// Records `p` (in `Audit` mode) or stops with it.
     fn problem(&mut self, p: Corruption) -> Result<(), TapdError> {
         match self.mode {
-            Mode::Import => Err(TapdError::Corrupt(p)),
+            Mode::Import => Err(p.into()),
             Mode::Audit => {
                 self.out.problems.push(p);
                 Ok(())

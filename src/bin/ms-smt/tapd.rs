@@ -99,7 +99,13 @@ fn chosen(asked: &[String], known: Vec<String>) -> Res<Vec<String>> {
 }
 
 /// The per-namespace JSON object.
-fn summary(namespace: &str, root: &ComputedNode, leaves: u64, unreachable: u64, problems: Vec<String>) -> Value {
+fn summary(
+    namespace: &str,
+    root: &ComputedNode,
+    leaves: u64,
+    unreachable: u64,
+    problems: Vec<String>,
+) -> Value {
     json!({
         "namespace": namespace,
         "root_hash": root.hash.to_hex(),
@@ -126,7 +132,11 @@ pub async fn audit(args: TapdArgs, out: Output) -> Res<Outcome> {
         out.emit(json, || {
             let mut text = format!(
                 "{ns}: {} ({} rows, {} leaves, {} unreachable; root {})",
-                if problems.is_empty() { "clean" } else { "PROBLEMS" },
+                if problems.is_empty() {
+                    "clean"
+                } else {
+                    "PROBLEMS"
+                },
                 a.rows,
                 a.leaves,
                 a.unreachable_rows,
@@ -204,7 +214,11 @@ async fn import_into(
         out.emit(json, || {
             format!(
                 "{ns}: {} ({} leaves, {} unreachable rows not imported; root {})",
-                if r.unchanged { "already there" } else { "imported" },
+                if r.unchanged {
+                    "already there"
+                } else {
+                    "imported"
+                },
                 r.leaves,
                 r.unreachable_rows,
                 node_text(&r.root)
@@ -228,7 +242,9 @@ impl TreeJob for ExportJob<'_> {
     async fn run<S: Store, L: Layout>(self, tree: &Tree<S, L>) -> Res<Self::Output> {
         export_namespace(tree, self.target, self.namespace, self.options)
             .await
-            .map_err(|e: ms_smt::tapd::ExportError<SqlStoreError>| CliError::TapdExport(Box::new(e)))
+            .map_err(|e: ms_smt::tapd::ExportError<SqlStoreError>| {
+                CliError::TapdExport(Box::new(e))
+            })
     }
 }
 
@@ -259,7 +275,12 @@ pub async fn export(db: &Db, args: TapdArgs, layout: LayoutArg, out: Output) -> 
         let r = db.with_tree(layout, ns, job).await?;
         let json = summary(ns, &r.root, r.leaves, 0, Vec::new());
         out.emit(json, || {
-            format!("{ns}: exported {} leaves in {} rows; root {}", r.leaves, r.rows, node_text(&r.root))
+            format!(
+                "{ns}: exported {} leaves in {} rows; root {}",
+                r.leaves,
+                r.rows,
+                node_text(&r.root)
+            )
         });
     }
     Ok(Outcome::Ok)
