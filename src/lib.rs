@@ -103,6 +103,8 @@ pub mod proof;
 pub mod store;
 mod strata;
 mod sum;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub mod tapd;
 #[cfg(feature = "test-utils")]
 #[doc(hidden)]
 pub mod test_utils;

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!   primitives < layout, pin < descent < strata < proof < audit < store
-//!     < store's SQL core < tree < universe < federation < lib.rs, test_utils
+//!     < store's SQL core < tree < universe < federation < tapd < lib.rs,
+//!     test_utils
 //! ```
 //!
 //! Every `crate::…` path outside comments (in `use` lines and inline) is
@@ -37,6 +38,9 @@ fn rank(path: &[&str]) -> Option<u32> {
         // Federation over HTTP (cargo feature `http`): above the universe
         // operations it serves.
         "federation" => 10,
+        // Interop with tapd's tables: above the tree and universe
+        // operations it imports into and exports from.
+        "tapd" => 11,
         "lib" | "test_utils" => return None,
         other => panic!("module {other} has no rank: add it to tests/layers.rs"),
     })

@@ -157,6 +157,15 @@ pub enum CliError {
         /// Chunks in the trunk.
         total: usize,
     },
+    /// The tapd database could not be read or written.
+    #[error("tapd: {0}")]
+    Tapd(#[from] ms_smt::tapd::TapdError),
+    /// A tapd import stopped; the target namespace is unchanged.
+    #[error("{0}")]
+    TapdImport(Box<ms_smt::tapd::ImportError<SqlStoreError>>),
+    /// A tapd export stopped; the tapd database is unchanged.
+    #[error("{0}")]
+    TapdExport(Box<ms_smt::tapd::ExportError<SqlStoreError>>),
     /// The store failed.
     #[error("{0}")]
     Store(#[from] SqlStoreError),

@@ -19,6 +19,7 @@ mod load;
 mod output;
 mod pins;
 mod proof;
+mod tapd;
 mod transfer;
 
 use std::process::ExitCode;
@@ -77,6 +78,8 @@ enum Command {
     /// The keys whose leaves differ between two namespaces; exit 1 when
     /// any do.
     Diff(diff::DiffArgs),
+    /// tapd's trees: audit in place, import into --db, export from --db.
+    Tapd(tapd::TapdArgs),
 }
 
 /// What a command concluded: exit 0 or 1.
@@ -93,6 +96,10 @@ impl Command {
     fn access(&self) -> Option<Access> {
         Some(match self {
             Command::Verify(_) => return None,
+            Command::Tapd(args) => match args.writes_db()? {
+                true => Access::Write,
+                false => Access::Read,
+            },
             Command::Load(_) | Command::Import(_) => Access::Write,
             Command::Pin(_) | Command::Unpin(_) => Access::WriteExisting,
             _ => Access::Read,
@@ -104,8 +111,10 @@ async fn run(cli: Cli) -> Res<Outcome> {
     let out = Output { json: cli.json };
     let layout = cli.layout;
     let Some(access) = cli.command.access() else {
-        if let Command::Verify(args) = cli.command {
-            return proof::verify(args, out);
+        match cli.command {
+            Command::Verify(args) => return proof::verify(args, out),
+            Command::Tapd(args) => return tapd::audit(args, out).await,
+            _ => {}
         }
         return Ok(Outcome::Ok);
     };
@@ -114,6 +123,9 @@ async fn run(cli: Cli) -> Res<Outcome> {
     let command = match cli.command {
         Command::Load(args) => return load::load(&spec, args, layout, out).await,
         Command::Import(args) => return transfer::import(&spec, args, layout, out).await,
+        Command::Tapd(args) if args.writes_db() == Some(true) => {
+            return tapd::import(&spec, args, layout, out).await;
+        }
         other => other,
     };
     let db = Db::open(&spec, access).await?;
@@ -127,6 +139,7 @@ async fn run(cli: Cli) -> Res<Outcome> {
         Command::Pin(args) => pins::pin(&db, args, layout, out).await,
         Command::Unpin(args) => pins::unpin(&db, args, layout, out).await,
         Command::Diff(args) => diff::diff(&db, args, layout, out).await,
+        Command::Tapd(args) => tapd::export(&db, args, layout, out).await,
         Command::Verify(_) | Command::Load(_) | Command::Import(_) => Ok(Outcome::Ok),
     };
     db.close().await;

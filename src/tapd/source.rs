@@ -1,0 +1,273 @@
+//! Connections to a tapd database: read-only for import and audit
+//! ([`TapdSource`]), writable for export ([`TapdTarget`]), and the
+//! per-namespace snapshot a walk reads from.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+
+use crate::hash::Hash;
+use crate::tapd::error::TapdError;
+use crate::tapd::shape::TapdRow;
+
+/// Hashes per `IN (…)` query on SQLite (well under its variable limit).
+const SQLITE_CHUNK: usize = 500;
+
+/// A tapd database, by engine.
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+impl Pool {
+    /// Connects to `src`: a `postgres://` (or `postgresql://`) URL, else a
+    /// SQLite path. `writable` opens SQLite read-write (creating the file
+    /// when `create`), otherwise read-only, which works while tapd holds
+    /// the file open and never creates or writes it.
+    async fn connect(src: &str, writable: bool, create: bool) -> Result<Pool, TapdError> {
+        if src.starts_with("postgres://") || src.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(src)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await?;
+            return Ok(Pool::Postgres(pool));
+        }
+        let path = Path::new(src);
+        if !path.exists() && !create {
+            return Err(TapdError::NoSuchFile(path.to_path_buf()));
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(!writable)
+            .create_if_missing(writable && create);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        Ok(Pool::Sqlite(pool))
+    }
+
+    /// Whether both tapd tables exist.
+    pub(crate) async fn has_schema(&self) -> Result<bool, TapdError> {
+        let n: i64 = match self {
+            Pool::Sqlite(p) => {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' \
+                     AND name IN ('mssmt_nodes', 'mssmt_roots')",
+                )
+                .fetch_one(p)
+                .await?
+            }
+            Pool::Postgres(p) => {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = \
+                     current_schema() AND table_name IN ('mssmt_nodes', 'mssmt_roots')",
+                )
+                .fetch_one(p)
+                .await?
+            }
+        };
+        Ok(n == 2)
+    }
+}
+
+/// A tapd database opened to read its trees, never to write them.
+#[derive(Debug, Clone)]
+pub struct TapdSource {
+    pool: Pool,
+}
+
+impl TapdSource {
+    /// Opens `src` read-only: a SQLite path (`mode=ro`; never created or
+    /// written) or a `postgres://` URL. Fails with
+    /// [`TapdError::NotTapd`] when the tapd tables are missing.
+    pub async fn open(src: &str) -> Result<Self, TapdError> {
+        let pool = Pool::connect(src, false, false).await?;
+        if !pool.has_schema().await? {
+            return Err(TapdError::NotTapd);
+        }
+        Ok(TapdSource { pool })
+    }
+
+    /// Every namespace: those with a root row, and those that only have
+    /// node rows (an emptied tree's leftovers, or a damaged one), sorted.
+    pub async fn namespaces(&self) -> Result<Vec<String>, TapdError> {
+        let sql = "SELECT namespace FROM mssmt_roots UNION \
+                   SELECT DISTINCT namespace FROM mssmt_nodes ORDER BY 1";
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(p).await?,
+            Pool::Postgres(p) => sqlx::query_scalar(sql).fetch_all(p).await?,
+        })
+    }
+
+    /// A consistent read of one namespace: a read-only, repeatable-read
+    /// transaction on Postgres, a read transaction on SQLite.
+    pub(crate) async fn snapshot(&self, namespace: &str) -> Result<Snapshot, TapdError> {
+        let tx = match &self.pool {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Pool::Postgres(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .execute(&mut *tx)
+                    .await?;
+                Tx::Postgres(tx)
+            }
+        };
+        Ok(Snapshot {
+            tx,
+            namespace: namespace.to_owned(),
+        })
+    }
+}
+
+/// A tapd database opened to write trees into (see
+/// [`export_namespace`](crate::tapd::export_namespace)).
+#[derive(Debug, Clone)]
+pub struct TapdTarget {
+    pub(crate) pool: Pool,
+}
+
+impl TapdTarget {
+    /// Opens `dst` for writing: a SQLite path (created when `create` and
+    /// missing) or a `postgres://` URL.
+    pub async fn open(dst: &str, create: bool) -> Result<Self, TapdError> {
+        Ok(TapdTarget {
+            pool: Pool::connect(dst, true, create).await?,
+        })
+    }
+}
+
+enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+/// A row as selected: hash_key, l_hash_key, r_hash_key, key, value, sum.
+type RawRow = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+);
+
+/// One namespace read inside one transaction.
+pub(crate) struct Snapshot {
+    tx: Tx,
+    namespace: String,
+}
+
+impl Snapshot {
+    /// The namespace read.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The root hash `mssmt_roots` holds, if any. A value that is not 32
+    /// bytes is reported as a root pointing nowhere by the walk (as the
+    /// zero hash).
+    pub(crate) async fn root(&mut self) -> Result<Option<Hash>, TapdError> {
+        let sql = "SELECT root_hash FROM mssmt_roots WHERE namespace = ";
+        let got: Option<Vec<u8>> = match &mut self.tx {
+            Tx::Sqlite(tx) => {
+                sqlx::query_scalar(&format!("{sql}?"))
+                    .bind(&self.namespace)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
+            Tx::Postgres(tx) => {
+                sqlx::query_scalar(&format!("{sql}$1"))
+                    .bind(&self.namespace)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
+        };
+        Ok(got.map(|b| hash_of(&b).unwrap_or(Hash([0; 32]))))
+    }
+
+    /// How many node rows the namespace holds.
+    pub(crate) async fn count_rows(&mut self) -> Result<u64, TapdError> {
+        let sql = "SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = ";
+        let n: i64 = match &mut self.tx {
+            Tx::Sqlite(tx) => {
+                sqlx::query_scalar(&format!("{sql}?"))
+                    .bind(&self.namespace)
+                    .fetch_one(&mut **tx)
+                    .await?
+            }
+            Tx::Postgres(tx) => {
+                sqlx::query_scalar(&format!("{sql}$1"))
+                    .bind(&self.namespace)
+                    .fetch_one(&mut **tx)
+                    .await?
+            }
+        };
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// The rows with these hash keys (those that exist), one query per
+    /// chunk of hashes. Rows whose hash key is not 32 bytes are skipped
+    /// (no parent can point at them).
+    pub(crate) async fn fetch(
+        &mut self,
+        hashes: &[Hash],
+    ) -> Result<HashMap<Hash, TapdRow>, TapdError> {
+        let mut raw: Vec<RawRow> = Vec::with_capacity(hashes.len());
+        match &mut self.tx {
+            Tx::Sqlite(tx) => {
+                for chunk in hashes.chunks(SQLITE_CHUNK) {
+                    let marks = vec!["?"; chunk.len()].join(",");
+                    let sql = format!(
+                        "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM \
+                         mssmt_nodes WHERE namespace = ? AND hash_key IN ({marks})"
+                    );
+                    let mut q = sqlx::query_as::<_, RawRow>(&sql).bind(&self.namespace);
+                    for h in chunk {
+                        q = q.bind(h.0.to_vec());
+                    }
+                    raw.extend(q.fetch_all(&mut **tx).await?);
+                }
+            }
+            Tx::Postgres(tx) => {
+                let keys: Vec<Vec<u8>> = hashes.iter().map(|h| h.0.to_vec()).collect();
+                raw = sqlx::query_as::<_, RawRow>(
+                    "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM \
+                     mssmt_nodes WHERE namespace = $1 AND hash_key = ANY($2)",
+                )
+                .bind(&self.namespace)
+                .bind(keys)
+                .fetch_all(&mut **tx)
+                .await?;
+            }
+        }
+        Ok(raw
+            .into_iter()
+            .filter_map(|(h, l, r, key, value, sum)| {
+                let hash = hash_of(&h)?;
+                Some((
+                    hash,
+                    TapdRow {
+                        hash,
+                        left: l,
+                        right: r,
+                        key,
+                        value,
+                        sum: sum as u64,
+                    },
+                ))
+            })
+            .collect())
+    }
+}
+
+/// A 32-byte column as a hash.
+pub(crate) fn hash_of(bytes: &[u8]) -> Option<Hash> {
+    Some(Hash(bytes.try_into().ok()?))
+}

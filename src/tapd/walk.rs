@@ -1,0 +1,361 @@
+//! The walk of one tapd namespace from its root: chunks of hashes per
+//! query, each node's height learnt on the way down, every row checked
+//! against where it sits, leaves handed on in batches.
+//!
+//! Pending nodes sit on a stack and are fetched a chunk at a time from its
+//! top, so the walk goes deep before it goes wide: memory holds about
+//! `depth × chunk` pending nodes, never a whole level or the table.
+//!
+//! Two strengths of checking: `Import` checks what costs one hash per row
+//! (branch hashes, leaf positions, missing rows) and leaves the leaves'
+//! hashes to the rebuilt root, which proves them all at once; `Audit` also
+//! lifts every leaf to its height and adds up every branch's children, to
+//! name the row at fault.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use crate::empty::is_empty_hash;
+use crate::hash::{Hash, branch_hash};
+use crate::key::{Key, MAX_LEVEL};
+use crate::leaf::Leaf;
+use crate::lift::{Lift, lift_tagged};
+use crate::node::ComputedNode;
+use crate::position::Position;
+use crate::tapd::error::{Corruption, TapdError};
+use crate::tapd::source::{Snapshot, hash_of};
+
+/// Hashes fetched per round trip.
+pub(crate) const FETCH_CHUNK: usize = 2048;
+
+/// How much the walk checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Cheap checks; stop at the first problem.
+    Import,
+    /// Every check; keep going past problems.
+    Audit,
+}
+
+/// Where the walk's leaves go.
+pub(crate) trait LeafSink {
+    /// The sink's error.
+    type Error;
+    /// Takes a batch of leaves.
+    fn take(&mut self, batch: Vec<(Key, Leaf)>) -> impl Future<Output = Result<(), Self::Error>>;
+}
+
+/// Leaves per batch handed to [`Discard`].
+pub(crate) const DISCARD_BATCH: usize = 4096;
+
+/// A sink that drops the leaves (audits, and imports the target already
+/// holds).
+pub(crate) struct Discard;
+
+impl LeafSink for Discard {
+    type Error = std::convert::Infallible;
+    async fn take(&mut self, _batch: Vec<(Key, Leaf)>) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Why a walk stopped.
+pub(crate) enum WalkError<E> {
+    /// The source failed, or (in `Import` mode) a row is damaged.
+    Source(TapdError),
+    /// The sink failed.
+    Sink(E),
+}
+
+impl<E> From<TapdError> for WalkError<E> {
+    fn from(e: TapdError) -> Self {
+        WalkError::Source(e)
+    }
+}
+
+/// What a walk found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// tapd's root (hash and the root row's sum); `None` without a root row.
+    pub root: Option<ComputedNode>,
+    /// Leaves handed to the sink.
+    pub leaves: u64,
+    /// Rows the root reaches.
+    pub reached: u64,
+    /// Rows of the namespace.
+    pub rows: u64,
+    /// Problems (`Audit` mode; `Import` stops at the first).
+    pub problems: Vec<Corruption>,
+}
+
+impl Walked {
+    /// Rows no root reaches.
+    pub fn unreachable(&self) -> u64 {
+        self.rows.saturating_sub(self.reached)
+    }
+}
+
+/// A node to fetch: where it sits, the hash its parent holds, and the
+/// parent (for the sum check).
+#[derive(Clone, Copy)]
+struct Pending {
+    position: Position,
+    hash: Hash,
+    parent: Option<Position>,
+}
+
+/// A branch whose children are not all in yet (`Audit` mode).
+struct OpenBranch {
+    hash: Hash,
+    stored: u64,
+    children: u128,
+    waiting: u8,
+    /// A child could not be trusted: its sum is not checked.
+    broken: bool,
+}
+
+/// The walk's running state.
+struct Walk<'s, K> {
+    mode: Mode,
+    namespace: String,
+    sink: &'s mut K,
+    batch: Vec<(Key, Leaf)>,
+    batch_size: usize,
+    stack: Vec<Pending>,
+    open: HashMap<Position, OpenBranch>,
+    out: Walked,
+}
+
+/// Walks `snapshot`'s namespace, handing leaves to `sink` in batches of
+/// `batch_size`.
+pub(crate) async fn walk<K: LeafSink>(
+    snapshot: &mut Snapshot,
+    mode: Mode,
+    sink: &mut K,
+    batch_size: usize,
+) -> Result<Walked, WalkError<K::Error>> {
+    let rows = snapshot.count_rows().await?;
+    let root = snapshot.root().await?;
+    let mut w = Walk {
+        mode,
+        namespace: snapshot.namespace().to_owned(),
+        sink,
+        batch: Vec::new(),
+        batch_size: batch_size.max(1),
+        stack: Vec::new(),
+        open: HashMap::new(),
+        out: Walked {
+            root: None,
+            leaves: 0,
+            reached: 0,
+            rows,
+            problems: Vec::new(),
+        },
+    };
+    let Some(root) = root else {
+        return Ok(w.out);
+    };
+    let found = snapshot.fetch(&[root]).await?;
+    let Some(row) = found.get(&root) else {
+        w.problem(Corruption::RootMissing {
+            namespace: w.namespace.clone(),
+            hash: root,
+        })?;
+        return Ok(w.out);
+    };
+    w.out.root = Some(ComputedNode::new(root, row.sum));
+    w.stack.push(Pending {
+        position: Position::ROOT,
+        hash: root,
+        parent: None,
+    });
+    while !w.stack.is_empty() {
+        let take = w.stack.len().min(FETCH_CHUNK);
+        let chunk: Vec<Pending> = w.stack.split_off(w.stack.len() - take);
+        let mut hashes: Vec<Hash> = chunk.iter().map(|p| p.hash).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let rows = snapshot.fetch(&hashes).await?;
+        w.out.reached += rows.len() as u64;
+        w.visit(&chunk, &rows)?;
+        if w.batch.len() >= w.batch_size {
+            w.flush().await?;
+        }
+    }
+    w.flush().await?;
+    Ok(w.out)
+}
+
+/// What a visited node gives its parent's sum check: its sum, or nothing
+/// when it could not be trusted.
+type Credit = Option<u64>;
+
+impl<K: LeafSink> Walk<'_, K> {
+    /// Records `p` (in `Audit` mode) or stops with it.
+    fn problem(&mut self, p: Corruption) -> Result<(), TapdError> {
+        match self.mode {
+            Mode::Import => Err(p.into()),
+            Mode::Audit => {
+                self.out.problems.push(p);
+                Ok(())
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), WalkError<K::Error>> {
+        if !self.batch.is_empty() {
+            let batch = std::mem::take(&mut self.batch);
+            self.sink.take(batch).await.map_err(WalkError::Sink)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the chunk's nodes against their rows, queues their
+    /// children, and settles their parents' sums.
+    fn visit(
+        &mut self,
+        chunk: &[Pending],
+        rows: &HashMap<Hash, crate::tapd::TapdRow>,
+    ) -> Result<(), TapdError> {
+        let mut credits: Vec<(Option<Position>, Credit)> = Vec::with_capacity(chunk.len());
+        let mut lifts: Vec<((usize, Hash, Position), Lift)> = Vec::new();
+        for p in chunk {
+            let level = p.position.level();
+            let Some(row) = rows.get(&p.hash) else {
+                self.problem(Corruption::MissingRow {
+                    namespace: self.namespace.clone(),
+                    hash: p.hash,
+                    position: p.position,
+                })?;
+                credits.push((p.parent, None));
+                continue;
+            };
+            let malformed = Corruption::Malformed {
+                namespace: self.namespace.clone(),
+                hash: p.hash,
+                position: p.position,
+            };
+            if let Some(key) = &row.key {
+                let (Some(key), Some(value)) = (hash_of(key), &row.value) else {
+                    self.problem(malformed)?;
+                    credits.push((p.parent, None));
+                    continue;
+                };
+                let key = Key(key.0);
+                if Position::new(level, &key) != p.position {
+                    self.problem(Corruption::WrongPosition {
+                        namespace: self.namespace.clone(),
+                        hash: p.hash,
+                        position: p.position,
+                    })?;
+                    credits.push((p.parent, None));
+                    continue;
+                }
+                let leaf = Leaf::new(value.clone(), row.sum);
+                if self.mode == Mode::Audit {
+                    let lift = Lift::new(leaf.hash(), row.sum, key, MAX_LEVEL, level);
+                    lifts.push(((credits.len(), p.hash, p.position), lift));
+                }
+                credits.push((p.parent, Some(row.sum)));
+                self.out.leaves += 1;
+                self.batch.push((key, leaf));
+                continue;
+            }
+            let children = (
+                row.left.as_deref().and_then(hash_of),
+                row.right.as_deref().and_then(hash_of),
+            );
+            let (Some(left), Some(right)) = children else {
+                self.problem(malformed)?;
+                credits.push((p.parent, None));
+                continue;
+            };
+            if level >= MAX_LEVEL {
+                self.problem(malformed)?;
+                credits.push((p.parent, None));
+                continue;
+            }
+            let hash_ok = branch_hash(&left, &right, row.sum) == p.hash;
+            if !hash_ok {
+                self.problem(Corruption::BranchHash {
+                    namespace: self.namespace.clone(),
+                    hash: p.hash,
+                    position: p.position,
+                })?;
+            }
+            let mut waiting = 0u8;
+            for (side, child) in [(false, left), (true, right)] {
+                if !is_empty_hash(level + 1, &child) {
+                    waiting += 1;
+                    self.stack.push(Pending {
+                        position: p.position.child(side),
+                        hash: child,
+                        parent: Some(p.position),
+                    });
+                }
+            }
+            if self.mode == Mode::Audit {
+                self.open.insert(
+                    p.position,
+                    OpenBranch {
+                        hash: p.hash,
+                        stored: row.sum,
+                        children: 0,
+                        waiting,
+                        broken: false,
+                    },
+                );
+                if waiting == 0 {
+                    self.settle(p.position)?;
+                }
+            }
+            credits.push((p.parent, hash_ok.then_some(row.sum)));
+        }
+        if self.mode == Mode::Import {
+            return Ok(());
+        }
+        for ((i, hash, position), lift) in lift_tagged(lifts) {
+            if lift.hash != hash {
+                self.problem(Corruption::LeafMismatch {
+                    namespace: self.namespace.clone(),
+                    hash,
+                    position,
+                })?;
+                if let Some(c) = credits.get_mut(i) {
+                    c.1 = None;
+                }
+            }
+        }
+        for (parent, credit) in credits {
+            let Some(parent) = parent else { continue };
+            if let Some(open) = self.open.get_mut(&parent) {
+                match credit {
+                    Some(sum) => open.children += u128::from(sum),
+                    None => open.broken = true,
+                }
+                open.waiting = open.waiting.saturating_sub(1);
+                if open.waiting == 0 {
+                    self.settle(parent)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a branch whose children are all in.
+    fn settle(&mut self, position: Position) -> Result<(), TapdError> {
+        let Some(open) = self.open.remove(&position) else {
+            return Ok(());
+        };
+        if !open.broken && u128::from(open.stored) != open.children {
+            self.problem(Corruption::BranchSum {
+                namespace: self.namespace.clone(),
+                hash: open.hash,
+                position,
+                stored: open.stored,
+                children: open.children,
+            })?;
+        }
+        Ok(())
+    }
+}
