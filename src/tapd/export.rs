@@ -62,27 +62,14 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
     if !options.create_schema && !target.pool.has_schema().await? {
         return Err(ExportError::NoSchema);
     }
+    let (sqlite, pg) = (
+        SCHEMA.replace("{bytes}", "BLOB"),
+        SCHEMA.replace("{bytes}", "BYTEA"),
+    );
+    let (t, ns, o) = (tree, namespace, options);
     match &target.pool {
-        Pool::Sqlite(p) => {
-            export_on(
-                p,
-                (&SCHEMA.replace("{bytes}", "BLOB"), sqlite_mark),
-                tree,
-                namespace,
-                options,
-            )
-            .await
-        }
-        Pool::Postgres(p) => {
-            export_on(
-                p,
-                (&SCHEMA.replace("{bytes}", "BYTEA"), postgres_mark),
-                tree,
-                namespace,
-                options,
-            )
-            .await
-        }
+        Pool::Sqlite(p) => export_on(p, (&sqlite, sqlite_mark), t, ns, o).await,
+        Pool::Postgres(p) => export_on(p, (&pg, postgres_mark), t, ns, o).await,
     }
 }
 
