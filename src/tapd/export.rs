@@ -37,28 +37,17 @@ pub struct ExportReport {
     pub rows: u64,
 }
 
-/// tapd's tables, as its SQLite migrations create them.
-const SQLITE_SCHEMA: &str = "\
-CREATE TABLE IF NOT EXISTS mssmt_nodes (hash_key BLOB NOT NULL, l_hash_key BLOB, \
-r_hash_key BLOB, key BLOB, value BLOB, sum BIGINT NOT NULL, namespace VARCHAR NOT NULL, \
+/// tapd's tables, as its migrations create them, with `BLOB` (SQLite) or
+/// `BYTEA` (Postgres) for `{bytes}`.
+const SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS mssmt_nodes (hash_key {bytes} NOT NULL, l_hash_key {bytes}, \
+r_hash_key {bytes}, key {bytes}, value {bytes}, sum BIGINT NOT NULL, namespace VARCHAR NOT NULL, \
 PRIMARY KEY (hash_key, namespace));
 CREATE INDEX IF NOT EXISTS mssmt_nodes_l_hash_key_idx ON mssmt_nodes (l_hash_key);
 CREATE INDEX IF NOT EXISTS mssmt_nodes_r_hash_key_idx ON mssmt_nodes (r_hash_key);
 CREATE INDEX IF NOT EXISTS idx_mssmt_nodes_composite ON mssmt_nodes(namespace, key, hash_key, sum);
 CREATE TABLE IF NOT EXISTS mssmt_roots (namespace VARCHAR NOT NULL PRIMARY KEY, \
-root_hash BLOB NOT NULL, FOREIGN KEY (namespace, root_hash) REFERENCES \
-mssmt_nodes (namespace, hash_key) ON DELETE CASCADE);";
-
-/// tapd's tables, as its Postgres migrations create them.
-const POSTGRES_SCHEMA: &str = "\
-CREATE TABLE IF NOT EXISTS mssmt_nodes (hash_key BYTEA NOT NULL, l_hash_key BYTEA, \
-r_hash_key BYTEA, key BYTEA, value BYTEA, sum BIGINT NOT NULL, namespace VARCHAR NOT NULL, \
-PRIMARY KEY (hash_key, namespace));
-CREATE INDEX IF NOT EXISTS mssmt_nodes_l_hash_key_idx ON mssmt_nodes (l_hash_key);
-CREATE INDEX IF NOT EXISTS mssmt_nodes_r_hash_key_idx ON mssmt_nodes (r_hash_key);
-CREATE INDEX IF NOT EXISTS idx_mssmt_nodes_composite ON mssmt_nodes(namespace, key, hash_key, sum);
-CREATE TABLE IF NOT EXISTS mssmt_roots (namespace VARCHAR NOT NULL PRIMARY KEY, \
-root_hash BYTEA NOT NULL, FOREIGN KEY (namespace, root_hash) REFERENCES \
+root_hash {bytes} NOT NULL, FOREIGN KEY (namespace, root_hash) REFERENCES \
 mssmt_nodes (namespace, hash_key) ON DELETE CASCADE);";
 
 /// Writes `tree`'s current leaves into tapd namespace `namespace` of
@@ -73,20 +62,14 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
     if !options.create_schema && !target.pool.has_schema().await? {
         return Err(ExportError::NoSchema);
     }
+    let (sqlite, pg) = (
+        SCHEMA.replace("{bytes}", "BLOB"),
+        SCHEMA.replace("{bytes}", "BYTEA"),
+    );
+    let (t, ns, o) = (tree, namespace, options);
     match &target.pool {
-        Pool::Sqlite(p) => {
-            export_on(p, (SQLITE_SCHEMA, sqlite_mark), tree, namespace, options).await
-        }
-        Pool::Postgres(p) => {
-            export_on(
-                p,
-                (POSTGRES_SCHEMA, postgres_mark),
-                tree,
-                namespace,
-                options,
-            )
-            .await
-        }
+        Pool::Sqlite(p) => export_on(p, (&sqlite, sqlite_mark), t, ns, o).await,
+        Pool::Postgres(p) => export_on(p, (&pg, postgres_mark), t, ns, o).await,
     }
 }
 

@@ -202,6 +202,16 @@ impl<K: LeafSink> Walk<'_, K> {
         }
     }
 
+    /// Reports the fault `make` builds for node `p`.
+    fn fault(
+        &mut self,
+        p: &Pending,
+        make: impl FnOnce(String, Hash, Position) -> Corruption,
+    ) -> Result<(), TapdError> {
+        let fault = make(self.namespace.clone(), p.hash, p.position);
+        self.problem(fault)
+    }
+
     async fn flush(&mut self) -> Result<(), WalkError<K::Error>> {
         if !self.batch.is_empty() {
             let batch = std::mem::take(&mut self.batch);
@@ -222,12 +232,12 @@ impl<K: LeafSink> Walk<'_, K> {
         for p in chunk {
             let level = p.position.level();
             let Some(row) = rows.get(&p.hash) else {
-                self.problem(Corruption::MissingRow {
-                    namespace: self.namespace.clone(),
-                    hash: p.hash,
-                    position: p.position,
-                })?;
                 credits.push((p.parent, None));
+                self.fault(p, |namespace, hash, position| Corruption::MissingRow {
+                    namespace,
+                    hash,
+                    position,
+                })?;
                 continue;
             };
             let malformed = Corruption::Malformed {
@@ -243,12 +253,12 @@ impl<K: LeafSink> Walk<'_, K> {
                 };
                 let key = Key(key.0);
                 if Position::new(level, &key) != p.position {
-                    self.problem(Corruption::WrongPosition {
-                        namespace: self.namespace.clone(),
-                        hash: p.hash,
-                        position: p.position,
-                    })?;
                     credits.push((p.parent, None));
+                    self.fault(p, |namespace, hash, position| Corruption::WrongPosition {
+                        namespace,
+                        hash,
+                        position,
+                    })?;
                     continue;
                 }
                 let leaf = Leaf::new(value.clone(), row.sum);
