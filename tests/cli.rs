@@ -6,45 +6,15 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use ms_smt::{ComputedNode, Key, Leaf};
 use serde_json::Value;
 use sqlx::Connection;
+use support::cli::{Run, ms_smt};
 use support::{hkey, pg_url, root_of, unique};
 
 /// Leaves in the test file.
 const LEAVES: u64 = 300;
-
-/// A finished run of the binary.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
-    }
-}
-
-fn ms_smt(args: &[&str]) -> Run {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_ms-smt"))
-        .args(args)
-        .output()
-        .expect("run ms-smt");
-    Run {
-        code: status.code().expect("exit code"),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
-}
 
 /// Runs `args` on `db`; the run must succeed.
 fn ok(db: &str, args: &[&str]) -> Run {

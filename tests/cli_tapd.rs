@@ -2,50 +2,16 @@
 //! (../shared/fixtures/tapd, or $MSSMT_TAPD_FIXTURES): exit codes, the
 //! per-namespace JSON, nothing written on bad input.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
+use support::cli::ms_smt;
 
 fn fixture() -> PathBuf {
-    std::env::var_os("MSSMT_TAPD_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd")
-        })
-        .join("tapd-sqlite.db")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// The JSON objects on stdout, one per line.
-    fn objects(&self) -> Vec<Value> {
-        self.stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
-    }
-}
-
-fn ms_smt(args: &[&str]) -> Run {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_ms-smt"))
-        .args(args)
-        .output()
-        .expect("run ms-smt");
-    Run {
-        code: status.code().expect("exit code"),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
+    support::tapd_fixtures().join("tapd-sqlite.db")
 }
 
 /// A copy of the fixture in `dir`.

@@ -23,14 +23,6 @@ use serde::Deserialize;
 use sqlx::Connection;
 use support::{TempDb, pg_url, sanitize, unique};
 
-fn fixtures_dir() -> PathBuf {
-    std::env::var_os("MSSMT_TAPD_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd")
-        })
-}
-
 #[derive(Deserialize)]
 struct Expected {
     namespaces: Vec<ExpectedNs>,
@@ -59,8 +51,8 @@ struct ExpectedProof {
 }
 
 fn expected() -> Expected {
-    let text =
-        std::fs::read_to_string(fixtures_dir().join("expected.json")).expect("expected.json");
+    let text = std::fs::read_to_string(support::tapd_fixtures().join("expected.json"))
+        .expect("expected.json");
     serde_json::from_str(&text).expect("parse expected.json")
 }
 
@@ -119,7 +111,8 @@ impl Engine {
             Engine::Sqlite => {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let path = dir.path().join("tapd.db");
-                std::fs::copy(fixtures_dir().join("tapd-sqlite.db"), &path).expect("copy");
+                std::fs::copy(support::tapd_fixtures().join("tapd-sqlite.db"), &path)
+                    .expect("copy");
                 Copy {
                     src: path.to_string_lossy().into_owned(),
                     sqlite: Some(path),
@@ -133,8 +126,9 @@ impl Engine {
                     .next()
                     .expect("schema")
                     .to_owned();
-                let dump = std::fs::read_to_string(fixtures_dir().join("tapd-postgres.sql"))
-                    .expect("dump");
+                let dump =
+                    std::fs::read_to_string(support::tapd_fixtures().join("tapd-postgres.sql"))
+                        .expect("dump");
                 let sql: String = dump
                     .lines()
                     .filter(|l| !l.starts_with('\\') && !l.contains("set_config('search_path'"))
@@ -335,7 +329,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixtures_import_on_both_engines() {
     let expected = expected();
-    let original = fixtures_dir().join("tapd-sqlite.db");
+    let original = support::tapd_fixtures().join("tapd-sqlite.db");
     let before = std::fs::read(&original).expect("read fixture");
     for engine in engines("fixtures_import_on_both_engines") {
         let copy = engine.copy("tapd_import").await;

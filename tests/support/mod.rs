@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each test crate uses its own part of this module
 
 pub mod child;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod hooked;
 pub mod model;
 pub mod recipes;
@@ -155,4 +157,14 @@ pub fn proptest_config(cases: u32, max_shrink_iters: u32) -> proptest::test_runn
         max_shrink_iters,
         ..proptest::test_runner::Config::default()
     }
+}
+
+/// The tapd fixtures (`../shared/fixtures/tapd` beside the checkout, or
+/// `$MSSMT_TAPD_FIXTURES`).
+pub fn tapd_fixtures() -> PathBuf {
+    std::env::var_os("MSSMT_TAPD_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/tapd")
+        })
 }
