@@ -41,7 +41,7 @@ pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use sql::Dialect;
+pub(crate) use sql::{Arg, Dialect};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "postgres")]

@@ -112,6 +112,9 @@ pub enum TapdError {
     /// The database failed.
     #[error("database: {0}")]
     Sql(#[from] sqlx::Error),
+    /// A statement through the crate's SQL core failed.
+    #[error("database: {0}")]
+    Store(#[from] crate::store::SqlStoreError),
     /// The tree is damaged (boxed: it names a node, and keeps every
     /// result small).
     #[error(transparent)]

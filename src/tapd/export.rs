@@ -1,12 +1,14 @@
 //! Export: an ms-smt tree into tapd's two tables, as tapd itself writes
 //! them for the same leaves ([`RowBuilder`]), in one transaction.
 
-use sqlx::{Arguments, Database, Decode, Encode, Executor, IntoArguments, Type};
+use std::sync::LazyLock;
+
+use sqlx::{PgConnection, SqliteConnection};
 
 use crate::error::TreeError;
 use crate::layout::Layout;
 use crate::node::ComputedNode;
-use crate::store::TreeStore;
+use crate::store::{Arg, Dialect, TreeStore};
 use crate::tapd::error::{ExportError, TapdError};
 use crate::tapd::shape::{RowBuilder, TapdRow};
 use crate::tapd::source::{Pool, TapdTarget};
@@ -50,6 +52,10 @@ CREATE TABLE IF NOT EXISTS mssmt_roots (namespace VARCHAR NOT NULL PRIMARY KEY, 
 root_hash {bytes} NOT NULL, FOREIGN KEY (namespace, root_hash) REFERENCES \
 mssmt_nodes (namespace, hash_key) ON DELETE CASCADE);";
 
+/// tapd's schema on SQLite and on Postgres.
+static SQLITE_SCHEMA: LazyLock<String> = LazyLock::new(|| SCHEMA.replace("{bytes}", "BLOB"));
+static PG_SCHEMA: LazyLock<String> = LazyLock::new(|| SCHEMA.replace("{bytes}", "BYTEA"));
+
 /// Writes `tree`'s current leaves into tapd namespace `namespace` of
 /// `target`, in one transaction: the rows tapd writes for these leaves,
 /// and a root row unless the tree is empty.
@@ -62,114 +68,50 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
     if !options.create_schema && !target.pool.has_schema().await? {
         return Err(ExportError::NoSchema);
     }
-    let (sqlite, pg) = (
-        SCHEMA.replace("{bytes}", "BLOB"),
-        SCHEMA.replace("{bytes}", "BYTEA"),
-    );
     let (t, ns, o) = (tree, namespace, options);
     match &target.pool {
-        Pool::Sqlite(p) => export_on(p, (&sqlite, sqlite_mark), t, ns, o).await,
-        Pool::Postgres(p) => export_on(p, (&pg, postgres_mark), t, ns, o).await,
+        Pool::Sqlite(p) => export_on::<SqliteConnection, _, _>(p, &SQLITE_SCHEMA, t, ns, o).await,
+        Pool::Postgres(p) => export_on::<PgConnection, _, _>(p, &PG_SCHEMA, t, ns, o).await,
     }
 }
 
-/// The `n`th placeholder (from 1) on SQLite.
-fn sqlite_mark(_n: usize) -> String {
-    "?".to_owned()
-}
-
-/// The `n`th placeholder (from 1) on Postgres.
-fn postgres_mark(n: usize) -> String {
-    format!("${n}")
-}
-
-/// An engine's dialect: its schema and its placeholder.
-type Dialect<'a> = (&'a str, fn(usize) -> String);
-
-/// A value bound to a statement.
-enum Value {
-    Bytes(Option<Vec<u8>>),
-    Int(i64),
-    Text(String),
-}
-
-/// Runs `sql` with `values` bound in order; `fetch` asks for the first
-/// column of the one row it returns.
-async fn run<DB>(
-    conn: &mut DB::Connection,
-    sql: &str,
-    values: Vec<Value>,
-    fetch: bool,
-) -> Result<i64, TapdError>
-where
-    DB: Database,
-    for<'q> Option<Vec<u8>>: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
-    for<'q> String: Encode<'q, DB> + Type<DB>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    let mut args = <DB::Arguments<'_> as Default>::default();
-    for v in values {
-        let added = match v {
-            Value::Bytes(b) => args.add(b),
-            Value::Int(i) => args.add(i),
-            Value::Text(t) => args.add(t),
-        };
-        added.map_err(sqlx::Error::Encode)?;
-    }
-    if fetch {
-        Ok(sqlx::query_scalar_with(sql, args)
-            .fetch_one(&mut *conn)
-            .await?)
-    } else {
-        sqlx::query_with(sql, args).execute(&mut *conn).await?;
-        Ok(0)
-    }
-}
-
-/// [`export_namespace`] on one engine.
-async fn export_on<DB, S, L>(
-    pool: &sqlx::Pool<DB>,
-    (schema, mark): Dialect<'_>,
+/// [`export_namespace`] on one engine (statements through the SQL core's
+/// [`Dialect`]: `$N` placeholders on both).
+async fn export_on<C, S, L>(
+    pool: &sqlx::Pool<C::Database>,
+    schema: &'static str,
     tree: &Tree<S, L>,
     namespace: &str,
     options: ExportOptions,
 ) -> Result<ExportReport, ExportError<S::Error>>
 where
-    DB: Database,
+    C: Dialect,
     S: TreeStore,
     L: Layout,
-    for<'q> Option<Vec<u8>>: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
-    for<'q> String: Encode<'q, DB> + Type<DB>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
 {
     let mut tx = pool.begin().await.map_err(TapdError::from)?;
+    let conn: &mut C = &mut tx;
     if options.create_schema {
-        sqlx::raw_sql(schema)
-            .execute(&mut *tx)
-            .await
-            .map_err(TapdError::from)?;
+        conn.run_ddl(schema).await.map_err(TapdError::from)?;
     }
-    let ns = || Value::Text(namespace.to_owned());
-    let count = format!(
-        "SELECT (SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = {}) + \
-         (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = {})",
-        mark(1),
-        mark(2)
-    );
-    let existing = run::<DB>(&mut tx, &count, vec![ns(), ns()], true).await?;
-    if existing > 0 {
+    let ns = Arg::Text(namespace);
+    let existing: Vec<(i64,)> = conn
+        .fetch_all(
+            "SELECT (SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1) + \
+             (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = $1)",
+            &[ns],
+        )
+        .await
+        .map_err(TapdError::from)?;
+    if existing.first().is_some_and(|(n,)| *n > 0) {
         if !options.replace {
             return Err(ExportError::NamespaceExists(namespace.to_owned()));
         }
-        for table in ["mssmt_roots", "mssmt_nodes"] {
-            let sql = format!("DELETE FROM {table} WHERE namespace = {}", mark(1));
-            run::<DB>(&mut tx, &sql, vec![ns()], false).await?;
+        for sql in [
+            "DELETE FROM mssmt_roots WHERE namespace = $1",
+            "DELETE FROM mssmt_nodes WHERE namespace = $1",
+        ] {
+            conn.execute(sql, &[ns]).await.map_err(TapdError::from)?;
         }
     }
     let mut builder = RowBuilder::new();
@@ -191,7 +133,7 @@ where
             builder.push(entry.key, entry.leaf, &mut rows);
         }
         if rows.len() >= INSERT_ROWS {
-            report.rows += insert_rows::<DB>(&mut tx, mark, namespace, &mut rows).await?;
+            report.rows += insert_rows(conn, namespace, &mut rows).await?;
         }
     }
     let overflow = builder.overflowed();
@@ -201,15 +143,14 @@ where
             crate::error::PlanError::Overflow(crate::error::SumOverflow { level: 0 }),
         )));
     }
-    report.rows += insert_rows::<DB>(&mut tx, mark, namespace, &mut rows).await?;
+    report.rows += insert_rows(conn, namespace, &mut rows).await?;
     if let Some(root) = root {
-        let sql = format!(
-            "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ({}, {})",
-            mark(1),
-            mark(2)
-        );
-        let values = vec![ns(), Value::Bytes(Some(root.hash.0.to_vec()))];
-        run::<DB>(&mut tx, &sql, values, false).await?;
+        conn.execute(
+            "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ($1, $2)",
+            &[ns, Arg::Bytes(&root.hash.0)],
+        )
+        .await
+        .map_err(TapdError::from)?;
         report.root = root;
     }
     tx.commit().await.map_err(TapdError::from)?;
@@ -218,47 +159,37 @@ where
 
 /// Inserts and drains `rows` (a content-addressed row already there is
 /// kept: same hash, same content); returns how many were handed in.
-async fn insert_rows<DB>(
-    conn: &mut DB::Connection,
-    mark: fn(usize) -> String,
+async fn insert_rows<C: Dialect>(
+    conn: &mut C,
     namespace: &str,
     rows: &mut Vec<TapdRow>,
-) -> Result<u64, TapdError>
-where
-    DB: Database,
-    for<'q> Option<Vec<u8>>: Encode<'q, DB> + Type<DB>,
-    for<'q> i64: Encode<'q, DB> + Decode<'q, DB> + Type<DB>,
-    for<'q> String: Encode<'q, DB> + Type<DB>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
+) -> Result<u64, TapdError> {
     let mut written = 0;
     for chunk in rows.chunks(INSERT_ROWS) {
         let mut sql = String::from(
             "INSERT INTO mssmt_nodes (hash_key, l_hash_key, r_hash_key, key, value, sum, namespace) VALUES ",
         );
-        let mut values = Vec::with_capacity(chunk.len() * 7);
+        let mut args = Vec::with_capacity(chunk.len() * 7);
         for (i, row) in chunk.iter().enumerate() {
-            let marks: Vec<String> = (1..=7).map(|j| mark(i * 7 + j)).collect();
+            let marks: Vec<String> = (1..=7).map(|j| format!("${}", i * 7 + j)).collect();
             if i > 0 {
                 sql.push(',');
             }
             sql.push('(');
             sql.push_str(&marks.join(","));
             sql.push(')');
-            values.extend([
-                Value::Bytes(Some(row.hash.0.to_vec())),
-                Value::Bytes(row.left.clone()),
-                Value::Bytes(row.right.clone()),
-                Value::Bytes(row.key.clone()),
-                Value::Bytes(row.value.clone()),
-                Value::Int(row.sum as i64),
-                Value::Text(namespace.to_owned()),
+            args.extend([
+                Arg::Bytes(&row.hash.0),
+                Arg::OptBytes(row.left.as_deref()),
+                Arg::OptBytes(row.right.as_deref()),
+                Arg::OptBytes(row.key.as_deref()),
+                Arg::OptBytes(row.value.as_deref()),
+                Arg::Int(row.sum as i64),
+                Arg::Text(namespace),
             ]);
         }
         sql.push_str(" ON CONFLICT DO NOTHING");
-        run::<DB>(conn, &sql, values, false).await?;
+        conn.execute(&sql, &args).await?;
         written += chunk.len() as u64;
     }
     rows.clear();

@@ -22,7 +22,7 @@ mod sqlite;
 mod token;
 mod tx;
 
-pub(crate) use dialect::Dialect;
+pub(crate) use dialect::{Arg, Dialect};
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
 pub use listing::{NamespaceListing, SchemaState};
