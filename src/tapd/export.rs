@@ -171,12 +171,13 @@ async fn insert_rows<C: Dialect>(
         );
         let mut args = Vec::with_capacity(chunk.len() * 7);
         for (i, row) in chunk.iter().enumerate() {
-            let marks: Vec<String> = (1..=7).map(|j| format!("${}", i * 7 + j)).collect();
-            if i > 0 {
-                sql.push(',');
+            sql.push_str(if i > 0 { ",(" } else { "(" });
+            for j in 1..=7 {
+                if j > 1 {
+                    sql.push(',');
+                }
+                C::push_param(&mut sql, i * 7 + j);
             }
-            sql.push('(');
-            sql.push_str(&marks.join(","));
             sql.push(')');
             args.extend([
                 Arg::Bytes(&row.hash.0),

@@ -16,7 +16,7 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::store::{BulkStore, TreeStore};
+use crate::store::BulkStore;
 use crate::tapd::audit::audit_snapshot;
 use crate::tapd::error::{Corruption, ImportError, TapdError};
 use crate::tapd::source::TapdSource;
@@ -61,15 +61,17 @@ pub struct ImportReport {
     pub unchanged: bool,
 }
 
-/// Hands batches to a tree's `insert_many`.
-struct Inserter<'t, S, L> {
-    tree: &'t Tree<S, L>,
-}
+/// Hands the walk's batches to the inserting half of an import, so the
+/// walk reads the next rows while `insert_many` builds the last ones.
+struct Handoff(tokio::sync::mpsc::Sender<Vec<(Key, Leaf)>>);
 
-impl<S: TreeStore, L: Layout> LeafSink for Inserter<'_, S, L> {
-    type Error = TreeError<S::Error>;
+impl LeafSink for Handoff {
+    type Error = std::convert::Infallible;
     async fn take(&mut self, batch: Vec<(Key, Leaf)>) -> Result<(), Self::Error> {
-        self.tree.insert_many(batch).await.map(|_| ())
+        // The receiver lives in `walk_into`'s frame until the walk is done or
+        // dropped, so the channel never closes under a send.
+        let _ = self.0.send(batch).await;
+        Ok(())
     }
 }
 
@@ -157,13 +159,7 @@ async fn build<S: BulkStore, L: Layout>(
     staging: &Tree<S, L>,
     options: ImportOptions,
 ) -> Result<crate::tapd::walk::Walked, ImportError<S::Error>> {
-    let mut sink = Inserter { tree: staging };
-    let walked = walk(snapshot, Mode::Import, &mut sink, options.batch)
-        .await
-        .map_err(|e| match e {
-            WalkError::Source(e) => ImportError::Source(e),
-            WalkError::Sink(e) => ImportError::Target(e),
-        })?;
+    let walked = walk_into(snapshot, staging, options.batch).await?;
     let expected = walked.root.unwrap_or(ComputedNode::empty_root());
     let got = staging.root().await.map_err(ImportError::Target)?;
     if got == expected {
@@ -180,4 +176,55 @@ async fn build<S: BulkStore, L: Layout>(
             got,
         });
     Err(TapdError::from(first).into())
+}
+
+/// Walks `snapshot` into `staging`: the walk and the inserts overlap, the
+/// walk reading at most one batch ahead, so memory stays at about two
+/// batches.
+async fn walk_into<S: BulkStore, L: Layout>(
+    snapshot: &mut crate::tapd::source::Snapshot,
+    staging: &Tree<S, L>,
+    batch: usize,
+) -> Result<crate::tapd::walk::Walked, ImportError<S::Error>> {
+    let (handoff, mut batches) = tokio::sync::mpsc::channel(1);
+    let walking = async move {
+        let mut sink = Handoff(handoff);
+        walk(snapshot, Mode::Import, &mut sink, batch).await
+        // The sender drops here: the inserting half sees the end.
+    };
+    let inserting = async {
+        while let Some(batch) = batches.recv().await {
+            staging.insert_many(batch).await?;
+        }
+        Ok::<(), TreeError<S::Error>>(())
+    };
+    tokio::pin!(walking, inserting);
+    let mut walked = None;
+    loop {
+        tokio::select! {
+            biased;
+            // A failed insert ends the import at once (the walk is dropped).
+            inserted = &mut inserting => {
+                inserted.map_err(ImportError::Target)?;
+                break;
+            }
+            // A failed walk ends it too; a finished one lets the inserts drain.
+            done = &mut walking, if walked.is_none() => {
+                walked = Some(done.map_err(|e| match e {
+                    WalkError::Source(e) => ImportError::Source(e),
+                    WalkError::Sink(never) => match never {},
+                })?);
+            }
+        }
+    }
+    let walked = match walked {
+        Some(walked) => walked,
+        // Not taken: the inserts end only after the walk drops its sender
+        // (and `walked` is set as it does).
+        None => (&mut walking).await.map_err(|e| match e {
+            WalkError::Source(e) => ImportError::Source(e),
+            WalkError::Sink(never) => match never {},
+        })?,
+    };
+    Ok(walked)
 }

