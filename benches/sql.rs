@@ -100,27 +100,6 @@ impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
     }
 }
 
-/// Runs `op`, one operation on `tree`, once (untimed) and prints the store
-/// counters it spent under `name`.
-fn report<S: TreeStore, L: Layout, T, E: std::fmt::Debug>(
-    rt: &Runtime,
-    name: &str,
-    tree: &Tree<S, L>,
-    op: impl Future<Output = Result<T, E>>,
-) {
-    let before = tree.store().stats();
-    rt.block_on(op).expect(name);
-    let stats = tree.store().stats().since(&before);
-    eprintln!(
-        "  {name}: {} round trips, {} statements, {} nodes read, {} remembered, {} node rows written",
-        stats.round_trips,
-        stats.statements,
-        stats.nodes_read,
-        stats.nodes_remembered,
-        stats.nodes_written
-    );
-}
-
 async fn insert_loop<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, Leaf)]) {
     for (k, l) in batch {
         tree.insert(*k, l.clone()).await.expect("insert");
@@ -133,56 +112,77 @@ async fn delete_keys<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, 
         .expect("undo");
 }
 
-/// Benches `insert_many(batch)` into `tree`, each timed insert undone by an
-/// untimed delete of the same keys, then prints one operation's counters.
-fn insert_many_undone<S: TreeStore, L: Layout>(
-    g: &mut BenchmarkGroup<'_, WallTime>,
-    rt: &Runtime,
-    group_name: &str,
-    name: &str,
-    tree: &Tree<S, L>,
-    batch: &[(Key, Leaf)],
-) {
-    g.bench_function(name, |b| {
-        b.to_async(rt).iter_custom(|iters| async move {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                black_box(tree.insert_many(batch.to_vec()).await.expect("insert_many"));
-                total += start.elapsed();
-                delete_keys(tree, batch).await;
-            }
-            total
-        })
-    });
-    report(
-        rt,
-        &format!("{group_name}/{name}"),
-        tree,
-        tree.insert_many(batch.to_vec()),
-    );
-    rt.block_on(delete_keys(tree, batch));
+/// One store/layout's criterion group, with the runtime its benches run on
+/// and its name (the prefix of the counters printed).
+struct Group<'a> {
+    g: BenchmarkGroup<'a, WallTime>,
+    rt: &'a Runtime,
+    name: String,
 }
 
-/// Prints one `merkle_proofs(keys)` call's counters, then benches it.
-fn merkle_proofs_of<S: TreeStore, L: Layout>(
-    g: &mut BenchmarkGroup<'_, WallTime>,
-    rt: &Runtime,
-    group_name: &str,
-    name: &str,
-    tree: &Tree<S, L>,
-    keys: &[Key],
-) {
-    report(
-        rt,
-        &format!("{group_name}/{name}"),
-        tree,
-        tree.merkle_proofs(keys),
-    );
-    g.bench_function(name, |b| {
-        b.to_async(rt)
-            .iter(|| async move { black_box(tree.merkle_proofs(keys).await.expect("proofs")) })
-    });
+impl Group<'_> {
+    /// Runs `op`, one operation on `tree`, once (untimed) and prints the
+    /// store counters it spent under `<group>/<name>`.
+    fn report<S: TreeStore, L: Layout, T, E: std::fmt::Debug>(
+        &self,
+        name: &str,
+        tree: &Tree<S, L>,
+        op: impl Future<Output = Result<T, E>>,
+    ) {
+        let name = format!("{}/{name}", self.name);
+        let before = tree.store().stats();
+        self.rt.block_on(op).expect(&name);
+        let stats = tree.store().stats().since(&before);
+        eprintln!(
+            "  {name}: {} round trips, {} statements, {} nodes read, {} remembered, {} node rows written",
+            stats.round_trips,
+            stats.statements,
+            stats.nodes_read,
+            stats.nodes_remembered,
+            stats.nodes_written
+        );
+    }
+
+    /// Benches `insert_many(batch)` into `tree`, each timed insert undone by
+    /// an untimed delete of the same keys, then prints one operation's
+    /// counters.
+    fn insert_many_undone<S: TreeStore, L: Layout>(
+        &mut self,
+        name: &str,
+        tree: &Tree<S, L>,
+        batch: &[(Key, Leaf)],
+    ) {
+        let rt = self.rt;
+        self.g.bench_function(name, |b| {
+            b.to_async(rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    black_box(tree.insert_many(batch.to_vec()).await.expect("insert_many"));
+                    total += start.elapsed();
+                    delete_keys(tree, batch).await;
+                }
+                total
+            })
+        });
+        self.report(name, tree, tree.insert_many(batch.to_vec()));
+        rt.block_on(delete_keys(tree, batch));
+    }
+
+    /// Prints one `merkle_proofs(keys)` call's counters, then benches it.
+    fn merkle_proofs_of<S: TreeStore, L: Layout>(
+        &mut self,
+        name: &str,
+        tree: &Tree<S, L>,
+        keys: &[Key],
+    ) {
+        self.report(name, tree, tree.merkle_proofs(keys));
+        let rt = self.rt;
+        self.g.bench_function(name, |b| {
+            b.to_async(rt)
+                .iter(|| async move { black_box(tree.merkle_proofs(keys).await.expect("proofs")) })
+        });
+    }
 }
 
 /// Benches one layout on one store kind.
@@ -195,9 +195,15 @@ fn bench_layout<F: Factory, L: Layout>(
     fresh: &Batch,
     full_tree: bool,
 ) {
-    let group_name = format!("{}/{layout}", f.label());
-    let mut g = c.benchmark_group(&group_name);
-    g.sample_size(10)
+    let name = format!("{}/{layout}", f.label());
+    let mut group = Group {
+        g: c.benchmark_group(&name),
+        rt,
+        name,
+    };
+    group
+        .g
+        .sample_size(10)
         .measurement_time(Duration::from_secs(4))
         .warm_up_time(Duration::from_secs(1));
 
@@ -205,7 +211,7 @@ fn bench_layout<F: Factory, L: Layout>(
     // `$insert` into it timed.
     macro_rules! into_empty {
         ($name:expr, |$tree:ident| $insert:expr) => {
-            g.bench_function($name, |b| {
+            group.g.bench_function($name, |b| {
                 b.to_async(rt).iter_custom(|iters| async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
@@ -227,12 +233,7 @@ fn bench_layout<F: Factory, L: Layout>(
             tree.insert_many(batch.to_vec()).await.expect("insert_many")
         ));
         let tree = Tree::<F::S, L>::new(f.fresh());
-        report(
-            rt,
-            &format!("{group_name}/{name}"),
-            &tree,
-            tree.insert_many(batch.to_vec()),
-        );
+        group.report(&name, &tree, tree.insert_many(batch.to_vec()));
         rt.block_on(tree.delete_all()).expect("cleanup");
 
         // The loop baseline: skipped for 1,000 keys into full trees on SQL
@@ -250,14 +251,7 @@ fn bench_layout<F: Factory, L: Layout>(
     let root = rt.block_on(tree.root()).expect("root");
     for n in [100usize, 1000] {
         let batch = &fresh[..n];
-        insert_many_undone(
-            &mut g,
-            rt,
-            &group_name,
-            &format!("insert_many/into10k/{n}"),
-            &tree,
-            batch,
-        );
+        group.insert_many_undone(&format!("insert_many/into10k/{n}"), &tree, batch);
         assert_eq!(
             rt.block_on(tree.root()).expect("root"),
             root,
@@ -268,7 +262,7 @@ fn bench_layout<F: Factory, L: Layout>(
         if let Some(cold) = f.cold(tree.store()) {
             let cold = Tree::<F::S, L>::new(cold);
             let name = format!("insert_many/into10k/{n}/cold");
-            insert_many_undone(&mut g, rt, &group_name, &name, &cold, batch);
+            group.insert_many_undone(&name, &cold, batch);
         }
 
         if full_tree && n > 100 && f.label() != "memory" {
@@ -276,7 +270,7 @@ fn bench_layout<F: Factory, L: Layout>(
         }
         let t = &tree;
         let name = format!("insert_loop/into10k/{n}");
-        g.bench_function(&name, |b| {
+        group.g.bench_function(&name, |b| {
             b.to_async(rt).iter_custom(|iters| async move {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
@@ -292,38 +286,26 @@ fn bench_layout<F: Factory, L: Layout>(
 
     // Reads from the 10,000-leaf tree.
     let keys: Vec<Key> = seed.iter().take(1000).map(|(k, _)| *k).collect();
-    merkle_proofs_of(&mut g, rt, &group_name, "merkle_proofs/1000", &tree, &keys);
+    group.merkle_proofs_of("merkle_proofs/1000", &tree, &keys);
     if let Some(cold) = f.cold(tree.store()) {
         let cold = Tree::<F::S, L>::new(cold);
-        merkle_proofs_of(
-            &mut g,
-            rt,
-            &group_name,
-            "merkle_proofs/1000/cold",
-            &cold,
-            &keys,
-        );
+        group.merkle_proofs_of("merkle_proofs/1000/cold", &cold, &keys);
     }
-    report(
-        rt,
-        &format!("{group_name}/get_many/1000"),
-        &tree,
-        tree.get_many(&keys),
-    );
+    group.report("get_many/1000", &tree, tree.get_many(&keys));
     let t = &tree;
     let k = &keys;
-    g.bench_function("get_many/1000", |b| {
+    group.g.bench_function("get_many/1000", |b| {
         b.to_async(rt)
             .iter(|| async move { black_box(t.get_many(k).await.expect("gets")) })
     });
-    g.bench_function("merkle_proof_loop/1000", |b| {
+    group.g.bench_function("merkle_proof_loop/1000", |b| {
         b.to_async(rt).iter(|| async move {
             for key in k {
                 black_box(t.merkle_proof(key).await.expect("proof"));
             }
         })
     });
-    g.finish();
+    group.g.finish();
     rt.block_on(tree.delete_all()).expect("cleanup");
 }
 

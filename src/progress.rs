@@ -233,15 +233,21 @@ mod tests {
         (sink, seen)
     }
 
-    #[test]
-    fn a_known_total_reports_about_a_hundred_times_and_ends_complete() {
+    /// The reports of a meter for `operation` (of `total`) that counts to
+    /// 1,000,000 one at a time and finishes.
+    fn a_million_ones(operation: ProgressOperation, total: Option<u64>) -> Vec<Progress> {
         let (sink, seen) = collect();
-        let mut meter = sink.meter(ProgressOperation::InsertDescent, Some(1_000_000));
+        let mut meter = sink.meter(operation, total);
         for _ in 0..1_000_000 {
             meter.add(1);
         }
         meter.finish();
-        let seen = seen.lock().unwrap();
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn a_known_total_reports_about_a_hundred_times_and_ends_complete() {
+        let seen = a_million_ones(ProgressOperation::InsertDescent, Some(1_000_000));
         assert!(seen.len() <= 103, "{} reports", seen.len());
         assert!(seen.windows(2).all(|w| w[0].done <= w[1].done));
         assert_eq!(seen[0].done, 0);
@@ -251,13 +257,7 @@ mod tests {
 
     #[test]
     fn an_unknown_total_reports_geometrically_and_ends_with_its_count() {
-        let (sink, seen) = collect();
-        let mut meter = sink.meter(ProgressOperation::Audit, None);
-        for _ in 0..1_000_000 {
-            meter.add(1);
-        }
-        meter.finish();
-        let seen = seen.lock().unwrap();
+        let seen = a_million_ones(ProgressOperation::Audit, None);
         assert!(seen.len() < 300, "{} reports", seen.len());
         assert!(seen[..seen.len() - 1].iter().all(|p| p.total.is_none()));
         let last = seen.last().unwrap();

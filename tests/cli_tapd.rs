@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::cli::ms_smt;
+use support::cli::{Run, ms_smt};
 
 fn fixture() -> PathBuf {
     support::tapd_fixtures().join("tapd-sqlite.db")
@@ -23,6 +23,24 @@ fn copy(dir: &Path) -> String {
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
+}
+
+/// Runs `ms-smt --db <db> <args>`.
+fn on_db(db: &Path, args: &[&str]) -> Run {
+    ms_smt(&[&["--db", s(db)], args].concat())
+}
+
+/// Runs `ms-smt --db <db> tapd import --from <from> --namespace <namespace>`.
+fn import_one(db: &Path, from: &str, namespace: &str) -> Run {
+    on_db(
+        db,
+        &["tapd", "import", "--from", from, "--namespace", namespace],
+    )
+}
+
+/// Runs `ms-smt --db <db> tapd export --to <to> <flags>`.
+fn export(db: &Path, to: &Path, flags: &[&str]) -> Run {
+    on_db(db, &[&["tapd", "export", "--to", s(to)], flags].concat())
 }
 
 #[test]
@@ -53,7 +71,7 @@ fn audit_import_export_round_trip() {
     assert_eq!(objects[1]["root_sum"], "9223372110491487686");
 
     let db = dir.path().join("ms.db");
-    let import = ms_smt(&["--db", s(&db), "--json", "tapd", "import", "--from", &src]);
+    let import = on_db(&db, &["--json", "tapd", "import", "--from", &src]);
     assert_eq!(import.code, 0, "{}", import.stderr);
     let imported = import.objects();
     for (a, i) in objects.iter().zip(&imported) {
@@ -62,16 +80,7 @@ fn audit_import_export_round_trip() {
         assert_eq!(a["leaves"], i["leaves"]);
     }
     // Again: the same tree, no error.
-    let again = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "import",
-        "--from",
-        &src,
-        "--namespace",
-        "universe-b",
-    ]);
+    let again = import_one(&db, &src, "universe-b");
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stdout.contains("already there"), "{}", again.stdout);
     assert_eq!(
@@ -81,45 +90,18 @@ fn audit_import_export_round_trip() {
     );
 
     let out = dir.path().join("out.db");
-    let no_schema = ms_smt(&["--db", s(&db), "tapd", "export", "--to", s(&out)]);
+    let no_schema = export(&db, &out, &[]);
     assert_eq!(no_schema.code, 2);
-    let export = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "export",
-        "--to",
-        s(&out),
-        "--create-schema",
-    ]);
-    assert_eq!(export.code, 0, "{}", export.stderr);
-    let exists = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "export",
-        "--to",
-        s(&out),
-        "--namespace",
-        "universe-a",
-    ]);
+    let created = export(&db, &out, &["--create-schema"]);
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let exists = export(&db, &out, &["--namespace", "universe-a"]);
     assert_eq!(exists.code, 2);
     assert!(
         exists.stderr.contains("already exists"),
         "{}",
         exists.stderr
     );
-    let replace = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "export",
-        "--to",
-        s(&out),
-        "--namespace",
-        "universe-a",
-        "--replace",
-    ]);
+    let replace = export(&db, &out, &["--namespace", "universe-a", "--replace"]);
     assert_eq!(replace.code, 0, "{}", replace.stderr);
     let back = ms_smt(&["tapd", "audit", "--from", s(&out), "--json"]);
     assert_eq!(back.code, 0, "{}", back.stderr);
@@ -163,20 +145,11 @@ fn damaged_source_fails_audit_and_import() {
     );
 
     let db = dir.path().join("ms.db");
-    let import = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "import",
-        "--from",
-        &src,
-        "--namespace",
-        "universe-b",
-    ]);
+    let import = import_one(&db, &src, "universe-b");
     assert_eq!(import.code, 2);
     assert_eq!(import.stderr.lines().count(), 1, "{}", import.stderr);
     assert!(import.stderr.contains("universe-b"), "{}", import.stderr);
-    let listed = ms_smt(&["--db", s(&db), "--json", "namespaces"]);
+    let listed = on_db(&db, &["--json", "namespaces"]);
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     assert!(!listed.stdout.contains("universe-b\""), "{}", listed.stdout);
 }
@@ -224,16 +197,7 @@ fn bad_input_is_one_line_and_writes_nothing() {
     }
     assert!(!missing.exists() && !db.exists(), "a file was created");
     // An ms-smt database is not a tapd one.
-    let made = ms_smt(&[
-        "--db",
-        s(&db),
-        "tapd",
-        "import",
-        "--from",
-        s(&fixture()),
-        "--namespace",
-        "universe-b",
-    ]);
+    let made = import_one(&db, s(&fixture()), "universe-b");
     assert_eq!(made.code, 0, "{}", made.stderr);
     let not_tapd = ms_smt(&["tapd", "audit", "--from", s(&db)]);
     assert_eq!(not_tapd.code, 2);

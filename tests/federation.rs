@@ -310,6 +310,17 @@ fn refused(what: &str, want: StatusCode, (status, kind, body): (StatusCode, Stri
     eprintln!("{what}: {status} {error}");
 }
 
+/// One request that must be refused: what it tests, the status wanted,
+/// method, URL and body.
+type Refusal = (&'static str, StatusCode, Method, String, Vec<u8>);
+
+/// Sends each request in turn and checks it is [`refused`].
+async fn refused_all(c: &Raw, requests: Vec<Refusal>) {
+    for (what, want, method, url, body) in requests {
+        refused(what, want, send(c, method, &url, &body).await);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
     let ns = "assets";
@@ -327,76 +338,72 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
     let root_hex = root.hash.to_hex();
     let sum = root.sum;
 
-    refused(
-        "proof, key not hex",
-        StatusCode::BAD_REQUEST,
-        send(&c, Method::GET, &at("assets/proof/zz"), b"").await,
-    );
-    refused(
-        "proof, key of 31 bytes",
-        StatusCode::BAD_REQUEST,
-        send(
-            &c,
-            Method::GET,
-            &at(&format!("assets/proof/{}", &key[2..])),
-            b"",
-        )
-        .await,
-    );
-    refused(
-        "root, unknown namespace",
-        StatusCode::NOT_FOUND,
-        send(&c, Method::GET, &at("nope/root"), b"").await,
-    );
-    refused(
-        "proof, unknown namespace",
-        StatusCode::NOT_FOUND,
-        send(&c, Method::GET, &at(&format!("nope/proof/{key}")), b"").await,
-    );
-    let children = format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":["00"]}}"#);
-    refused(
-        "children, unknown namespace",
-        StatusCode::NOT_FOUND,
-        send(&c, Method::POST, &at("nope/children"), children.as_bytes()).await,
-    );
-    refused(
-        "children, bad position",
-        StatusCode::BAD_REQUEST,
-        send(
-            &c,
-            Method::POST,
-            &at("assets/children"),
-            format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":["0102"]}}"#).as_bytes(),
-        )
-        .await,
-    );
-    refused(
-        "children, root not the tree's",
-        StatusCode::CONFLICT,
-        send(
-            &c,
-            Method::POST,
-            &at("assets/children"),
-            format!(
-                r#"{{"root":"{root_hex}","sum":{},"prefixes":["00"]}}"#,
-                sum + 1
-            )
-            .as_bytes(),
-        )
-        .await,
-    );
+    let children = |sum: u64, prefixes: &str| {
+        format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":[{prefixes}]}}"#).into_bytes()
+    };
     let many = vec!["\"00\""; 17].join(",");
-    refused(
-        "children, too many prefixes",
-        StatusCode::BAD_REQUEST,
-        send(
-            &c,
-            Method::POST,
-            &at("assets/children"),
-            format!(r#"{{"root":"{root_hex}","sum":{sum},"prefixes":[{many}]}}"#).as_bytes(),
-        )
-        .await,
-    );
+    refused_all(
+        &c,
+        vec![
+            (
+                "proof, key not hex",
+                StatusCode::BAD_REQUEST,
+                Method::GET,
+                at("assets/proof/zz"),
+                vec![],
+            ),
+            (
+                "proof, key of 31 bytes",
+                StatusCode::BAD_REQUEST,
+                Method::GET,
+                at(&format!("assets/proof/{}", &key[2..])),
+                vec![],
+            ),
+            (
+                "root, unknown namespace",
+                StatusCode::NOT_FOUND,
+                Method::GET,
+                at("nope/root"),
+                vec![],
+            ),
+            (
+                "proof, unknown namespace",
+                StatusCode::NOT_FOUND,
+                Method::GET,
+                at(&format!("nope/proof/{key}")),
+                vec![],
+            ),
+            (
+                "children, unknown namespace",
+                StatusCode::NOT_FOUND,
+                Method::POST,
+                at("nope/children"),
+                children(sum, r#""00""#),
+            ),
+            (
+                "children, bad position",
+                StatusCode::BAD_REQUEST,
+                Method::POST,
+                at("assets/children"),
+                children(sum, r#""0102""#),
+            ),
+            (
+                "children, root not the tree's",
+                StatusCode::CONFLICT,
+                Method::POST,
+                at("assets/children"),
+                children(sum + 1, r#""00""#),
+            ),
+            (
+                "children, too many prefixes",
+                StatusCode::BAD_REQUEST,
+                Method::POST,
+                at("assets/children"),
+                children(sum, &many),
+            ),
+        ],
+    )
+    .await;
     // Writes that must change nothing.
     let good = format!(
         r#"{{"key":"{}","value":"00","sum":1}}"#,
@@ -452,27 +459,33 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
         );
         assert_eq!(tree.root().await.expect("root"), root, "{what}: wrote");
     }
-    refused(
-        "leaves, bad namespace name",
-        StatusCode::BAD_REQUEST,
-        send(
-            &c,
-            Method::POST,
-            &at("bad%20name/leaves"),
-            format!("[{good}]").as_bytes(),
-        )
-        .await,
-    );
-    refused(
-        "no such route",
-        StatusCode::NOT_FOUND,
-        send(&c, Method::GET, &at("assets/nothing"), b"").await,
-    );
-    refused(
-        "wrong method",
-        StatusCode::METHOD_NOT_ALLOWED,
-        send(&c, Method::DELETE, &at("assets/root"), b"").await,
-    );
+    refused_all(
+        &c,
+        vec![
+            (
+                "leaves, bad namespace name",
+                StatusCode::BAD_REQUEST,
+                Method::POST,
+                at("bad%20name/leaves"),
+                format!("[{good}]").into_bytes(),
+            ),
+            (
+                "no such route",
+                StatusCode::NOT_FOUND,
+                Method::GET,
+                at("assets/nothing"),
+                vec![],
+            ),
+            (
+                "wrong method",
+                StatusCode::METHOD_NOT_ALLOWED,
+                Method::DELETE,
+                at("assets/root"),
+                vec![],
+            ),
+        ],
+    )
+    .await;
     // The good leaf alone is written, through the writer.
     let peer = HttpPeer::new(&url, ns).expect("peer");
     let (k, l) = (hkey("new", 0), Leaf::new(vec![0], 1));

@@ -15,6 +15,8 @@
 //! overflow error mentioning "integer overflow" and leave the store's rows and
 //! root untouched.
 
+#[path = "../fuzz/src/props.rs"]
+mod props;
 mod support;
 
 use std::collections::BTreeMap;
@@ -1397,54 +1399,9 @@ both_layouts_det!(rewrite_identical_leaf, rewrite_same_leaf_impl);
 // Proof decoding
 // ---------------------------------------------------------------------------
 
-/// What the strict decoder must answer for `bytes` (spec §4.4, C3 option b).
-fn expected_decode(bytes: &[u8]) -> Result<(), DecodeError> {
-    if bytes.is_empty() {
-        return Err(DecodeError::Empty);
-    }
-    if bytes.len() < 2 {
-        return Err(DecodeError::Truncated {
-            needed: 2,
-            got: bytes.len(),
-        });
-    }
-    let count = usize::from(u16::from_be_bytes([bytes[0], bytes[1]]));
-    let needed = 2 + 40 * count + 32;
-    if bytes.len() < needed {
-        return Err(DecodeError::Truncated {
-            needed,
-            got: bytes.len(),
-        });
-    }
-    if bytes.len() > needed {
-        return Err(DecodeError::TrailingBytes {
-            extra: bytes.len() - needed,
-        });
-    }
-    let bitmap = &bytes[needed - 32..];
-    let clear = (0..256)
-        .filter(|j| (bitmap[j / 8] >> (j % 8)) & 1 == 0)
-        .count();
-    if clear != count {
-        return Err(DecodeError::CountMismatch {
-            nodes: count,
-            expected: clear,
-        });
-    }
-    let mut n = 0;
-    for j in 0..256 {
-        if (bitmap[j / 8] >> (j % 8)) & 1 == 0 {
-            if bytes[2 + 40 * n..2 + 40 * n + 32] == empty_hash(256 - j).0 {
-                return Err(DecodeError::NonCanonicalEmpty { index: j });
-            }
-            n += 1;
-        }
-    }
-    Ok(())
-}
-
 fn check_decode(bytes: &[u8]) -> Result<(), TestCaseError> {
-    let expect = expected_decode(bytes);
+    // What the strict decoder must answer (spec §4.4, C3 option b).
+    let expect = props::ref_decode_strict(bytes).map(|_| ());
     let decoded = CompressedProof::decode(bytes);
     let proof = Proof::from_bytes(bytes);
     match (&expect, decoded, proof) {

@@ -1,6 +1,7 @@
 //! Properties of untrusted proofs, shared by the cargo-fuzz targets
-//! (`fuzz/fuzz_targets/*.rs`) and the stable-Rust test
-//! `tests/proof_mutations.rs` (which includes this file with `#[path]`).
+//! (`fuzz/fuzz_targets/*.rs`) and the stable-Rust tests
+//! `tests/proof_mutations.rs` and `tests/properties.rs` (which include this
+//! file with `#[path]`; the latter for its reference strict decoder).
 //!
 //! Everything here is checked against an independent reference written from
 //! the spec (§1 hashing, §4 proofs) with plain `sha2`, not with the crate's

@@ -4,6 +4,7 @@ use crate::descent::Subtree;
 use crate::descent::{NodeSource, sibling_sum};
 use crate::empty::is_empty_hash;
 use crate::error::PlanError;
+use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::lift::{Lift, lift_all, lift_tagged};
@@ -103,20 +104,10 @@ fn walk_to<R: NodeSource>(
                     }
                 });
             }
-            other => {
-                return Err(PlanError::UnexpectedNode {
-                    hash,
-                    level,
-                    found: other.kind_name(),
-                });
-            }
+            other => return Err(unexpected(hash, level, other)),
         }
     }
-    Err(PlanError::UnexpectedNode {
-        hash,
-        level: MAX_LEVEL,
-        found: "branch",
-    })
+    Err(below_bottom(hash))
 }
 
 /// The subtree at `pos` of the tree under `root`, walking the path of
@@ -162,18 +153,26 @@ pub(crate) fn subtree_at<R: NodeSource>(
             Node::Branch { left, right, .. } if level < MAX_LEVEL => {
                 hash = if probe.bit(level) { *right } else { *left };
             }
-            other => {
-                return Err(PlanError::UnexpectedNode {
-                    hash,
-                    level,
-                    found: other.kind_name(),
-                });
-            }
+            other => return Err(unexpected(hash, level, other)),
         }
     }
-    Err(PlanError::UnexpectedNode {
+    Err(below_bottom(hash))
+}
+
+/// `node` (at `hash`) cannot stand at `level` on a walk.
+fn unexpected(hash: Hash, level: usize, node: &Node) -> PlanError {
+    PlanError::UnexpectedNode {
+        hash,
+        level,
+        found: node.kind_name(),
+    }
+}
+
+/// A walk went through every level and still stood on a branch (`hash`).
+fn below_bottom(hash: Hash) -> PlanError {
+    PlanError::UnexpectedNode {
         hash,
         level: MAX_LEVEL,
         found: "branch",
-    })
+    }
 }
