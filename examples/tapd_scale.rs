@@ -149,11 +149,10 @@ async fn run_engine<S: BulkStore>(
     out: &mut Vec<Phase>,
     engine: &'static str,
     store: &S,
-    open: impl Fn(&S, &str) -> S,
     tapd: &str,
     leaves: &Batch,
 ) -> Res<()> {
-    let direct = CompactedTree::new(open(store, "direct"));
+    let direct = CompactedTree::new(store.open_namespace("direct")?);
     direct.delete_all().await?;
     phase(
         out,
@@ -177,7 +176,7 @@ async fn run_engine<S: BulkStore>(
     drop(target);
 
     let source = TapdSource::open(tapd).await?;
-    let imported = CompactedTree::new(open(store, "imported"));
+    let imported = CompactedTree::new(store.open_namespace("imported")?);
     imported.delete_all().await?;
     let report = phase(out, engine, "import", async {
         let r = import_namespace(&source, TAPD_NS, &imported, ImportOptions::default()).await?;
@@ -287,15 +286,7 @@ async fn main() -> Res<()> {
     let tapd_file = ScratchSqlite::new("tapd-scale-tapd");
     let tapd_path = tapd_file.path.to_string_lossy().into_owned();
     let sqlite = SqliteStore::open(&ms.path).await?;
-    run_engine(
-        &mut phases,
-        "SQLite",
-        &sqlite,
-        |s, ns| s.open_namespace(ns),
-        &tapd_path,
-        &leaves,
-    )
-    .await?;
+    run_engine(&mut phases, "SQLite", &sqlite, &tapd_path, &leaves).await?;
 
     if unreachable > 0 {
         add_unreachable(&tapd_path, unreachable, &mut rng).await?;
@@ -320,15 +311,7 @@ async fn main() -> Res<()> {
 
     if let Some(url) = durable::bench_pg_url() {
         let pg = durable::durable_postgres(&url).await?;
-        run_engine(
-            &mut phases,
-            "Postgres",
-            &pg,
-            |s, ns| s.open_namespace(ns),
-            &url,
-            &leaves,
-        )
-        .await?;
+        run_engine(&mut phases, "Postgres", &pg, &url, &leaves).await?;
         // Leave the server as found: without our namespaces and tapd's tables.
         for ns in ["direct", "imported"] {
             CompactedTree::new(pg.open_namespace(ns))
