@@ -294,13 +294,7 @@ impl Trunk {
     /// Strict decoding of [`encode`](Self::encode), then [`check`](Self::check).
     pub fn decode(bytes: &[u8]) -> Result<Trunk, ExportError> {
         let mut r = Reader::new(bytes);
-        if r.take(4)? != TRUNK_MAGIC || r.byte()? != FORMAT {
-            return Err(ExportError::BadHeader);
-        }
-        let level = usize::from(r.u16()?);
-        if level > MAX_LEVEL {
-            return Err(ExportError::BadLevel(level));
-        }
+        let level = r.header(TRUNK_MAGIC)?;
         let root = ComputedNode::new(r.hash()?, r.u64()?);
         let count = r.u64()?;
         // Each entry is 72 bytes: a count the input cannot hold is refused
@@ -385,13 +379,7 @@ impl Chunk {
     /// to [`check`](Self::check) against its trunk.
     pub fn decode(bytes: &[u8]) -> Result<Chunk, ExportError> {
         let mut r = Reader::new(bytes);
-        if r.take(4)? != CHUNK_MAGIC || r.byte()? != FORMAT {
-            return Err(ExportError::BadHeader);
-        }
-        let level = usize::from(r.u16()?);
-        if level > MAX_LEVEL {
-            return Err(ExportError::BadLevel(level));
-        }
+        let level = r.header(CHUNK_MAGIC)?;
         let path = Key(r.hash()?.0);
         let position = Position::new(level, &path);
         if *position.path() != path {
@@ -438,6 +426,19 @@ impl<'a> Reader<'a> {
         let (head, tail) = self.buf.split_at(n);
         self.buf = tail;
         Ok(head)
+    }
+
+    /// A file's header: `magic`, the format byte, then its level (at
+    /// most [`MAX_LEVEL`]), which it returns.
+    fn header(&mut self, magic: &[u8]) -> Result<usize, ExportError> {
+        if self.take(4)? != magic || self.byte()? != FORMAT {
+            return Err(ExportError::BadHeader);
+        }
+        let level = usize::from(self.u16()?);
+        if level > MAX_LEVEL {
+            return Err(ExportError::BadLevel(level));
+        }
+        Ok(level)
     }
 
     fn byte(&mut self) -> Result<u8, ExportError> {
