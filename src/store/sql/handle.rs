@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use sqlx::SqlSafeStr;
 use tokio::sync::Mutex;
 
 use super::dialect::{Dialect, begin_write};
@@ -360,7 +361,7 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         let mut conn = TxConnection::acquire(&self.pool).await?;
         let mut tx = conn.conn().begin().await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql, &[]).await?;
+            tx.execute(sql.into_sql_str(), &[]).await?;
         }
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
         tx.commit().await?;
