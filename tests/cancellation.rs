@@ -277,11 +277,16 @@ async fn seeded<S: TreeStore>(store: S, tag: &str) -> (CompactedTree<S>, Model) 
 }
 
 /// The caller's-transaction mode: a dropped insert_many inside the host's
-/// transaction leaves that transaction usable; the host's commit then
-/// holds the old or the new root, and the audit is clean.
+/// transaction leaves that transaction usable and open (the host's own
+/// earlier write survives it); the host's commit then holds the old or the
+/// new root, and the audit is clean.
 async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
     let tag = unique("host");
     let (base, mut model) = seeded(store.open_namespace(ns), &tag).await;
+    sqlx::query("CREATE TABLE IF NOT EXISTS host_rows (k BIGINT NOT NULL)")
+        .execute(store.pool())
+        .await
+        .expect("host table");
     let mut drops = 0;
     for k in 1.. {
         let b = batch(&tag, k as u64, 30);
@@ -290,6 +295,13 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
         let new = map_root(&new_model).await;
         let mut conn = store.pool().acquire().await.expect("conn");
         let mut tx = conn.begin().await.expect("begin");
+        // The host's own write, before ours: rolling the host's transaction
+        // back (not just our savepoint) would lose it.
+        sqlx::query("INSERT INTO host_rows (k) VALUES ($1)")
+            .bind(k as i64)
+            .execute(&mut *tx)
+            .await
+            .expect("host write");
         let done = {
             let tree = CompactedTree::new(store.open_namespace(ns).in_transaction(&mut tx));
             poll_at_most(tree.insert_many(b.clone()), k)
@@ -306,6 +318,15 @@ async fn host_transaction_sqlite(store: &SqliteStore, ns: &str) -> usize {
                 .expect("write in the host transaction after a drop");
         }
         tx.commit().await.expect("host commit");
+        let (host_rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM host_rows WHERE k = $1")
+            .bind(k as i64)
+            .fetch_one(store.pool())
+            .await
+            .expect("host rows");
+        assert_eq!(
+            host_rows, 1,
+            "host tx k={k}: the host's own write was lost (its transaction was rolled back)"
+        );
         let root = base.root().await.expect("root");
         let landed = map_root(&applied(&new_model, &extra)).await;
         let kept = map_root(&applied(&model, &extra)).await;
