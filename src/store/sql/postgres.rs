@@ -273,10 +273,13 @@ impl Dialect for PgConnection {
     /// dropped mid-commit either sent it (it runs whole) or did not (nothing
     /// changed). That is what lets the caller's-transaction mode write without
     /// a savepoint: sqlx 0.8.6 and 0.9.0 both mishandle a savepoint `begin`
-    /// cancelled before its reply (the guard queues a rollback at the
-    /// unincremented depth: `ROLLBACK` of the caller's whole transaction at
-    /// depth 1), which silently discarded the host's own writes in
-    /// `tests/cancellation.rs`.
+    /// cancelled before its reply (`PgTransactionManager::begin`'s guard
+    /// queues a rollback at the unincremented depth: `ROLLBACK` of the
+    /// caller's whole transaction at depth 1, and 0.9.0's
+    /// `Transaction::begin` adds a rollback of its own), which silently
+    /// discarded the host's own writes in `tests/cancellation.rs`. SQLite's
+    /// worker undoes such a `begin` itself, so SQLite keeps its savepoint
+    /// (`savepoint.rs`).
     async fn write_commit(
         &mut self,
         space: &NamespaceState,
