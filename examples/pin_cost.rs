@@ -79,7 +79,7 @@ macro_rules! sql_measured {
                 };
                 let mut out = [(0i64, 0i64); 2];
                 for (slot, table) in out.iter_mut().zip(["ms_smt_strata", "ms_smt_history"]) {
-                    *slot = sqlx::query_as(&q(table))
+                    *slot = sqlx::query_as(sqlx::AssertSqlSafe(q(table)))
                         .bind(self.name())
                         .fetch_one(self.pool())
                         .await?;

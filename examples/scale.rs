@@ -212,10 +212,11 @@ impl Wal {
 
     /// A full checkpoint in `mode`, which no other connection may block.
     async fn checkpoint(&self, mode: &str) -> Res<()> {
-        let (busy, _, _): (i64, i64, i64) =
-            sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})"))
-                .fetch_one(&self.pool)
-                .await?;
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "PRAGMA wal_checkpoint({mode})"
+        )))
+        .fetch_one(&self.pool)
+        .await?;
         if busy != 0 {
             return Err(format!("wal_checkpoint({mode}) was blocked by another connection").into());
         }

@@ -279,7 +279,10 @@ macro_rules! pinned_sql {
             } else {
                 format!("DELETE FROM {table} {filter}")
             };
-            let mut corrupt = sqlx::query(&sql).bind(ns).bind(path).bind(depth as i32);
+            let mut corrupt = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(ns)
+                .bind(path)
+                .bind(depth as i32);
             if flip {
                 // The last byte of a body is part of a hash, a sum or a value.
                 let mut body = body.clone();
@@ -715,7 +718,7 @@ async fn stored<DB, D>(
 where
     DB: sqlx::Database,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
     for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     (i64, Vec<u8>): Send + Unpin + for<'r> sqlx::FromRow<'r, DB::Row>,
@@ -723,14 +726,14 @@ where
     D: Into<i64>,
 {
     let namespace_sql = sql("SELECT id, root_hash FROM ms_smt_namespaces WHERE name = ?1");
-    let (ns, root_hash): (i64, Vec<u8>) = sqlx::query_as(&namespace_sql)
+    let (ns, root_hash): (i64, Vec<u8>) = sqlx::query_as(sqlx::AssertSqlSafe(namespace_sql))
         .bind(name)
         .fetch_one(pool)
         .await
         .expect("namespace");
     let rows_sql =
         sql("SELECT path, depth, body FROM ms_smt_strata WHERE ns = ?1 ORDER BY path, depth");
-    let rows: Vec<(Vec<u8>, D, Vec<u8>)> = sqlx::query_as(&rows_sql)
+    let rows: Vec<(Vec<u8>, D, Vec<u8>)> = sqlx::query_as(sqlx::AssertSqlSafe(rows_sql))
         .bind(ns)
         .fetch_all(pool)
         .await
@@ -757,7 +760,7 @@ macro_rules! corrupt_and_roll_back {
             let mut tx = conn.begin().await.expect("begin");
             for (sql, args) in statements(&c, $rows, $root_hash, $ns, $name) {
                 let sql: String = ($sql)(sql);
-                let mut q = sqlx::query(&sql);
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
                 for a in args {
                     q = match a {
                         Arg::Int(v) => q.bind(v),

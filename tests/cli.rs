@@ -107,7 +107,7 @@ fn s(p: &Path) -> &str {
 /// Flips one byte in the middle of the deepest strata row of `ns`.
 async fn corrupt_row<DB: sqlx::Database>(conn: &mut DB::Connection, ns: &str)
 where
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'r> (Vec<u8>, i64, Vec<u8>): sqlx::FromRow<'r, DB::Row>,
     for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -115,19 +115,20 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let id = "(SELECT id FROM ms_smt_namespaces WHERE name = $1)";
-    let (path, depth, mut body): (Vec<u8>, i64, Vec<u8>) = sqlx::query_as(&format!(
-        "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = {id} \
+    let (path, depth, mut body): (Vec<u8>, i64, Vec<u8>) =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = {id} \
          ORDER BY depth DESC LIMIT 1"
-    ))
-    .bind(ns.to_owned())
-    .fetch_one(&mut *conn)
-    .await
-    .expect("a row");
+        )))
+        .bind(ns.to_owned())
+        .fetch_one(&mut *conn)
+        .await
+        .expect("a row");
     let mid = body.len() / 2;
     body[mid] ^= 0x55;
-    sqlx::query(&format!(
+    sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE ms_smt_strata SET body = $2 WHERE ns = {id} AND path = $3 AND depth = $4"
-    ))
+    )))
     .bind(ns.to_owned())
     .bind(body)
     .bind(path)

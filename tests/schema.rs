@@ -171,7 +171,7 @@ impl<E> RawPool for sqlx::Pool<E>
 where
     E: Engine,
     for<'c> &'c mut E::Connection: sqlx::Executor<'c, Database = E>,
-    for<'q> E::Arguments<'q>: sqlx::IntoArguments<'q, E>,
+    E::Arguments: sqlx::IntoArguments<E>,
     usize: sqlx::ColumnIndex<E::Row>,
     i64: sqlx::Type<E> + for<'r> sqlx::Decode<'r, E>,
     String: sqlx::Type<E> + for<'r> sqlx::Decode<'r, E>,
@@ -183,18 +183,21 @@ where
     const TABLES_SQL: &'static str = E::TABLES_SQL;
 
     async fn exec(&self, sql: &str) {
-        sqlx::raw_sql(sql).execute(self).await.expect("exec");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(self)
+            .await
+            .expect("exec");
     }
 
     async fn i64s(&self, sql: &str) -> Vec<i64> {
-        sqlx::query_scalar(sql)
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
             .fetch_all(self)
             .await
             .expect("versions")
     }
 
     async fn strings(&self, sql: &str) -> Vec<String> {
-        sqlx::query_scalar(sql)
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
             .fetch_all(self)
             .await
             .expect("tables")
@@ -451,10 +454,13 @@ impl PgSchema {
             .connect(&self.url)
             .await
             .expect("connect");
-        sqlx::raw_sql(&format!("CREATE SCHEMA IF NOT EXISTS \"{}\"", self.schema))
-            .execute(&admin)
-            .await
-            .expect("create schema");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{}\"",
+            self.schema
+        )))
+        .execute(&admin)
+        .await
+        .expect("create schema");
         admin.close().await;
         let options = PgConnectOptions::from_str(&self.url)
             .expect("MSSMT_PG_URL")
@@ -472,10 +478,10 @@ impl PgSchema {
             .connect(&self.url)
             .await
             .expect("connect");
-        sqlx::raw_sql(&format!(
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
             self.schema
-        ))
+        )))
         .execute(&admin)
         .await
         .expect("drop schema");

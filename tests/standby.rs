@@ -93,7 +93,7 @@ async fn then<F: std::future::Future<Output = ()> + Send + 'static>(
 
 async fn sql(url: &str, statement: &str) {
     let pool = sqlx::PgPool::connect(url).await.expect("connect");
-    sqlx::query(statement)
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
         .execute(&pool)
         .await
         .unwrap_or_else(|e| panic!("{statement}: {e}"));

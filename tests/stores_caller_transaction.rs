@@ -59,7 +59,7 @@ impl PgSchema {
             .connect(url)
             .await
             .expect("admin pool");
-        sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
             .execute(&admin)
             .await
             .expect("create schema");
@@ -80,10 +80,13 @@ impl PgSchema {
 
     async fn drop_schema(self) {
         self.pool.close().await;
-        sqlx::raw_sql(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema))
-            .execute(&self.admin)
-            .await
-            .expect("drop schema");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA \"{}\" CASCADE",
+            self.schema
+        )))
+        .execute(&self.admin)
+        .await
+        .expect("drop schema");
         self.admin.close().await;
     }
 }
@@ -269,7 +272,10 @@ async fn host_schema<DB: sqlx::Database>(pool: &sqlx::Pool<DB>, sql: &str)
 where
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
 {
-    sqlx::raw_sql(sql).execute(pool).await.expect("host schema");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(pool)
+        .await
+        .expect("host schema");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

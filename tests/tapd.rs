@@ -97,7 +97,7 @@ fn in_schema(url: &str, schema: &str) -> String {
 async fn pg_schema(base: &str, tag: &str) -> String {
     let schema = sanitize(&unique(tag)).to_lowercase();
     let mut conn = sqlx::PgConnection::connect(base).await.expect("connect");
-    sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
         .await
         .expect("create schema");
@@ -135,7 +135,7 @@ impl Engine {
                     .map(|l| format!("{}\n", l.replace("public.", &format!("{schema}."))))
                     .collect();
                 let mut conn = sqlx::PgConnection::connect(base).await.expect("connect");
-                sqlx::raw_sql(&sql)
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
                     .execute(&mut conn)
                     .await
                     .expect("load dump");
@@ -166,7 +166,10 @@ impl Engine {
                 let mut conn = sqlx::SqliteConnection::connect_with(&options)
                     .await
                     .expect("open copy");
-                sqlx::raw_sql(sql).execute(&mut conn).await.expect("damage");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                    .execute(&mut conn)
+                    .await
+                    .expect("damage");
                 conn.close().await.expect("close");
             }
             None => {
@@ -177,7 +180,7 @@ impl Engine {
                     "ALTER TABLE mssmt_roots DROP CONSTRAINT IF EXISTS \
                      mssmt_roots_namespace_root_hash_fkey; {sql}"
                 );
-                sqlx::raw_sql(&sql)
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
                     .execute(&mut conn)
                     .await
                     .expect("damage");
@@ -206,7 +209,7 @@ impl Engine {
                 let mut conn = sqlx::SqliteConnection::connect(&path.to_string_lossy())
                     .await
                     .expect("open");
-                sqlx::query_as(&sql)
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .fetch_one(&mut conn)
                     .await
                     .expect("row")
@@ -215,7 +218,7 @@ impl Engine {
                 let mut conn = sqlx::PgConnection::connect(&copy.src)
                     .await
                     .expect("connect");
-                sqlx::query_as(&sql)
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .fetch_one(&mut conn)
                     .await
                     .expect("row")
@@ -630,12 +633,12 @@ async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>)
     let roots = "SELECT root_hash FROM mssmt_roots WHERE namespace = ";
     if src.starts_with("postgres") {
         let mut conn = sqlx::PgConnection::connect(src).await.expect("connect");
-        let rows: Vec<RowTuple> = sqlx::query_as(&format!("{nodes}$1"))
+        let rows: Vec<RowTuple> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{nodes}$1")))
             .bind(ns)
             .fetch_all(&mut conn)
             .await
             .expect("rows");
-        let root = sqlx::query_scalar(&format!("{roots}$1"))
+        let root = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{roots}$1")))
             .bind(ns)
             .fetch_optional(&mut conn)
             .await
@@ -648,12 +651,12 @@ async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>)
         let mut conn = sqlx::SqliteConnection::connect_with(&options)
             .await
             .expect("open");
-        let rows: Vec<RowTuple> = sqlx::query_as(&format!("{nodes}?"))
+        let rows: Vec<RowTuple> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{nodes}?")))
             .bind(ns)
             .fetch_all(&mut conn)
             .await
             .expect("rows");
-        let root = sqlx::query_scalar(&format!("{roots}?"))
+        let root = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{roots}?")))
             .bind(ns)
             .fetch_optional(&mut conn)
             .await

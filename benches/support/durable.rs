@@ -41,7 +41,7 @@ pub async fn durable_postgres(url: &str) -> Result<PostgresStore, Box<dyn Error>
     for what in ["fsync", "synchronous_commit", "server_version"] {
         let sql = format!("SHOW {what}");
         show.push(
-            sqlx::query_scalar::<_, String>(&sql)
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
                 .fetch_one(pg.pool())
                 .await?,
         );

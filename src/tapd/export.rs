@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use sqlx::{PgConnection, SqliteConnection};
+use sqlx::{AssertSqlSafe, PgConnection, SqlSafeStr, SqliteConnection};
 
 use crate::error::TreeError;
 use crate::layout::Layout;
@@ -98,7 +98,8 @@ where
     let existing: Vec<(i64,)> = conn
         .fetch_all(
             "SELECT (SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1) + \
-             (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = $1)",
+             (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = $1)"
+                .into_sql_str(),
             &[ns],
         )
         .await
@@ -111,7 +112,9 @@ where
             "DELETE FROM mssmt_roots WHERE namespace = $1",
             "DELETE FROM mssmt_nodes WHERE namespace = $1",
         ] {
-            conn.execute(sql, &[ns]).await.map_err(TapdError::from)?;
+            conn.execute(sql.into_sql_str(), &[ns])
+                .await
+                .map_err(TapdError::from)?;
         }
     }
     let mut builder = RowBuilder::new();
@@ -146,7 +149,7 @@ where
     report.rows += insert_rows(conn, namespace, &mut rows).await?;
     if let Some(root) = root {
         conn.execute(
-            "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ($1, $2)",
+            "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ($1, $2)".into_sql_str(),
             &[ns, Arg::Bytes(&root.hash.0)],
         )
         .await
@@ -190,7 +193,10 @@ async fn insert_rows<C: Dialect>(
             ]);
         }
         sql.push_str(" ON CONFLICT DO NOTHING");
-        conn.execute(&sql, &args).await?;
+        // Only `$N` placeholders are added to the literal text (the rows
+        // are bound), so it is ours alone.
+        conn.execute(AssertSqlSafe(sql).into_sql_str(), &args)
+            .await?;
         written += chunk.len() as u64;
     }
     rows.clear();

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use sqlx::{Connection, Database, Encode, Transaction, Type};
+use sqlx::{Connection, Database, Encode, SqlStr, Transaction, Type};
 
 use super::error::Res;
 use super::space::{NamespaceState, NsInfo, NsState};
@@ -85,12 +85,12 @@ pub trait Dialect: Connection + Sized + 'static {
     }
 
     /// Runs a shared statement; the number of rows it changed.
-    fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;
+    fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;
 
     /// Runs a shared statement and decodes every row it returns.
     fn fetch_all<T: Shared>(
         &mut self,
-        sql: &str,
+        sql: SqlStr,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Res<Vec<T>>> + Send;
 
@@ -171,7 +171,12 @@ pub(crate) async fn begin_write<C: Dialect>(
     conn: &mut C,
 ) -> Result<Transaction<'_, C::Database>, sqlx::Error> {
     match C::BEGIN_WRITE {
-        Some(sql) => conn.begin_with(sql).await,
+        // why: a `SqlStr`, not the `&'static str`: `begin_with`'s future
+        // captures its statement's type, and with a reference there rustc
+        // cannot prove a spawned caller's future `Send` ("`SqlSafeStr` is
+        // not general enough"), so e.g. `ReplicaSet::connect` inside
+        // `tokio::spawn` stopped compiling on sqlx 0.9.
+        Some(sql) => conn.begin_with(SqlStr::from_static(sql)).await,
         None => conn.begin().await,
     }
 }
@@ -179,7 +184,7 @@ pub(crate) async fn begin_write<C: Dialect>(
 /// The first row a shared statement returns, if any.
 pub(crate) async fn fetch_optional<C: Dialect, T: Shared>(
     conn: &mut C,
-    sql: &str,
+    sql: SqlStr,
     args: &[Arg<'_>],
 ) -> Res<Option<T>> {
     Ok(conn.fetch_all(sql, args).await?.into_iter().next())
@@ -187,9 +192,7 @@ pub(crate) async fn fetch_optional<C: Dialect, T: Shared>(
 
 /// `args` as the engine's argument list (for the engines' implementations
 /// of [`Dialect::execute`] and [`Dialect::fetch_all`]).
-pub(crate) fn arguments<'q, DB: Database>(
-    args: &[Arg<'q>],
-) -> Result<DB::Arguments<'q>, sqlx::Error>
+pub(crate) fn arguments<'q, DB: Database>(args: &[Arg<'q>]) -> Result<DB::Arguments, sqlx::Error>
 where
     i64: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB> + Type<DB>,
@@ -198,7 +201,7 @@ where
     Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
 {
     use sqlx::Arguments;
-    let mut out = DB::Arguments::<'q>::default();
+    let mut out = DB::Arguments::default();
     for arg in args {
         match *arg {
             Arg::Int(v) => out.add(v),

@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use sqlx::SqlSafeStr;
 use tokio::sync::Mutex;
 
 use super::dialect::{Dialect, begin_write};
 use super::error::{Res, SqlStoreError};
 use super::ops;
 use super::reads;
+use super::savepoint::Savepoint;
 use super::space::NamespaceState;
 use super::tx::{self, TxConnection, Work, detached, detached_store};
 use crate::audit::RowAudit;
@@ -221,8 +223,8 @@ impl<C: Dialect> SqlTxStore<'_, C> {
         if !C::SAVEPOINTS {
             return work(&mut **conn, &self.space).await;
         }
-        let mut savepoint = (**conn).begin().await?;
-        let out = work(&mut *savepoint, &self.space).await?;
+        let mut savepoint = Savepoint::<C::Database>::begin(&mut **conn).await?;
+        let out = work(savepoint.conn(), &self.space).await?;
         savepoint.commit().await?;
         Ok(out)
     }
@@ -360,7 +362,7 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         let mut conn = TxConnection::acquire(&self.pool).await?;
         let mut tx = conn.conn().begin().await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql, &[]).await?;
+            tx.execute(sql.into_sql_str(), &[]).await?;
         }
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
         tx.commit().await?;
@@ -423,8 +425,8 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
             return ops::commit_on(&mut **conn, &self.space, batch).await;
         }
         self.space.counters.round_trip(1);
-        let mut savepoint = (**conn).begin().await?;
-        let outcome = ops::commit_on(&mut *savepoint, &self.space, batch).await?;
+        let mut savepoint = Savepoint::<C::Database>::begin(&mut **conn).await?;
+        let outcome = ops::commit_on(savepoint.conn(), &self.space, batch).await?;
         self.space.counters.round_trip(1);
         match outcome {
             CommitOutcome::Committed => savepoint.commit().await?,

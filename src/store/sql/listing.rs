@@ -3,6 +3,8 @@
 //! pins (for operator tools, which must not create or migrate anything
 //! when they only look).
 
+use sqlx::{AssertSqlSafe, SqlSafeStr};
+
 use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::handle::SqlStore;
@@ -56,13 +58,14 @@ impl<C: Dialect> SqlStore<C> {
     /// (works on a read-only connection).
     pub async fn schema_state(&self) -> Res<SchemaState> {
         let mut conn = self.pool.acquire().await?;
-        let ledger: Option<(i64,)> = fetch_optional(&mut *conn, C::HAS_LEDGER, &[]).await?;
+        let ledger: Option<(i64,)> =
+            fetch_optional(&mut *conn, C::HAS_LEDGER.into_sql_str(), &[]).await?;
         if ledger.is_none() {
             return Ok(SchemaState::Missing);
         }
         let newest: Option<(Option<i64>,)> = fetch_optional(
             &mut *conn,
-            "SELECT MAX(version) FROM ms_smt_migrations",
+            "SELECT MAX(version) FROM ms_smt_migrations".into_sql_str(),
             &[],
         )
         .await?;
@@ -94,12 +97,13 @@ impl<C: Dialect> SqlStore<C> {
         let mut conn = self.pool.acquire().await?;
         let rows: Vec<ListingRow> = match name {
             Some(name) => {
-                let sql = format!("{SELECT} WHERE n.name = $1");
-                conn.fetch_all(&sql, &[Arg::Text(name)]).await?
+                // Our constant and a placeholder only (the name is bound).
+                let sql = AssertSqlSafe(format!("{SELECT} WHERE n.name = $1")).into_sql_str();
+                conn.fetch_all(sql, &[Arg::Text(name)]).await?
             }
             None => {
-                let sql = format!("{SELECT} ORDER BY n.name");
-                conn.fetch_all(&sql, &[]).await?
+                let sql = AssertSqlSafe(format!("{SELECT} ORDER BY n.name")).into_sql_str();
+                conn.fetch_all(sql, &[]).await?
             }
         };
         rows.into_iter()

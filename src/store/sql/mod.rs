@@ -13,6 +13,7 @@ mod postgres;
 mod reads;
 #[cfg(feature = "postgres")]
 mod replica;
+mod savepoint;
 mod schema;
 #[cfg(feature = "postgres")]
 mod snapshot;

@@ -2,6 +2,8 @@
 //! engine: what differs is behind [`Dialect`], the rest is one statement
 //! text for both.
 
+use sqlx::SqlSafeStr;
+
 use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
@@ -31,7 +33,8 @@ pub(crate) async fn load_state<C: Dialect>(
         conn,
         "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, version, \
             (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
-         FROM ms_smt_namespaces n WHERE name = $1",
+         FROM ms_smt_namespaces n WHERE name = $1"
+            .into_sql_str(),
         &[Arg::Text(&space.name)],
     )
     .await?;
@@ -166,7 +169,7 @@ pub(crate) async fn pin_on<C: Dialect>(
     space.counters.round_trip(2);
     let replaced: Option<(i64,)> = fetch_optional(
         conn,
-        "SELECT version FROM ms_smt_pins WHERE ns = $1 AND name = $2",
+        "SELECT version FROM ms_smt_pins WHERE ns = $1 AND name = $2".into_sql_str(),
         &[Arg::Int(id), Arg::Text(name)],
     )
     .await?;
@@ -175,7 +178,8 @@ pub(crate) async fn pin_on<C: Dialect>(
         "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) \
          VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (ns, name) DO UPDATE SET version = excluded.version, \
-             root_hash = excluded.root_hash, root_sum = excluded.root_sum",
+             root_hash = excluded.root_hash, root_sum = excluded.root_sum"
+            .into_sql_str(),
         &[
             Arg::Int(id),
             Arg::Text(name),
@@ -208,7 +212,7 @@ pub(crate) async fn unpin_on<C: Dialect>(
     space.counters.round_trip(1);
     let removed: Option<(i64,)> = fetch_optional(
         conn,
-        "DELETE FROM ms_smt_pins WHERE ns = $1 AND name = $2 RETURNING version",
+        "DELETE FROM ms_smt_pins WHERE ns = $1 AND name = $2 RETURNING version".into_sql_str(),
         &[Arg::Int(info.id), Arg::Text(name)],
     )
     .await?;
@@ -233,7 +237,8 @@ async fn release_version<C: Dialect>(
         "DELETE FROM ms_smt_history AS h WHERE h.ns = $1 \
            AND h.from_version <= $2 AND h.to_version > $2 \
            AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = $1 \
-               AND p.version >= h.from_version AND p.version < h.to_version)",
+               AND p.version >= h.from_version AND p.version < h.to_version)"
+            .into_sql_str(),
         &[Arg::Int(ns), Arg::Int(version)],
     )
     .await?;
@@ -250,7 +255,8 @@ pub(crate) async fn pinned_on<C: Dialect>(
     let row: Option<PinRow> = fetch_optional(
         conn,
         "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
-         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 AND p.name = $2",
+         JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 AND p.name = $2"
+            .into_sql_str(),
         &[Arg::Text(&space.name), Arg::Text(name)],
     )
     .await?;
@@ -264,7 +270,8 @@ pub(crate) async fn pins_on<C: Dialect>(conn: &mut C, space: &NamespaceState) ->
         .fetch_all(
             "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
              JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 \
-             ORDER BY p.version, p.name",
+             ORDER BY p.version, p.name"
+                .into_sql_str(),
             &[Arg::Text(&space.name)],
         )
         .await?;
@@ -379,7 +386,8 @@ pub(crate) async fn copy_on<C: Dialect>(
             conn.execute(
                 "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
                  SELECT $1, path, depth, body, $3 FROM ms_smt_strata WHERE ns = $2 \
-                 ORDER BY path, depth",
+                 ORDER BY path, depth"
+                    .into_sql_str(),
                 &[
                     Arg::Int(to.info.id),
                     Arg::Int(from.info.id),
@@ -397,7 +405,8 @@ pub(crate) async fn copy_on<C: Dialect>(
                    UNION ALL \
                      SELECT path, depth, body FROM ms_smt_history WHERE ns = $2 \
                        AND from_version <= $4 AND to_version > $4) AS u \
-                 ORDER BY path, depth",
+                 ORDER BY path, depth"
+                    .into_sql_str(),
                 &[
                     Arg::Int(to.info.id),
                     Arg::Int(from.info.id),
@@ -437,7 +446,8 @@ async fn root_at_version<C: Dialect>(
     let row: Option<(Option<Vec<u8>>, Option<i64>)> = fetch_optional(
         conn,
         "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = $1 AND version = $2 \
-         LIMIT 1",
+         LIMIT 1"
+            .into_sql_str(),
         &[Arg::Int(state.info.id), Arg::Int(version_to_sql(version))],
     )
     .await?;
@@ -453,7 +463,7 @@ async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsStat
     space.counters.round_trip(1);
     let rows: Option<(bool,)> = fetch_optional(
         conn,
-        "SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = $1)",
+        "SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = $1)".into_sql_str(),
         &[Arg::Int(state.info.id)],
     )
     .await?;
@@ -473,7 +483,8 @@ async fn set_root<C: Dialect>(
     space.counters.round_trip(1);
     conn.execute(
         "UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2, version = $3, \
-             height = COALESCE($4, height) WHERE id = $5",
+             height = COALESCE($4, height) WHERE id = $5"
+            .into_sql_str(),
         &[
             Arg::OptBytes(hash),
             Arg::OptInt(sum),
@@ -510,14 +521,14 @@ pub(crate) async fn take_tree_on<C: Dialect>(
         version = to.version.saturating_add(1).max(from.version);
         target.counters.round_trip(1);
         conn.execute(
-            "DELETE FROM ms_smt_namespaces WHERE id = $1",
+            "DELETE FROM ms_smt_namespaces WHERE id = $1".into_sql_str(),
             &[Arg::Int(to.info.id)],
         )
         .await?;
     }
     target.counters.round_trip(1);
     conn.execute(
-        "UPDATE ms_smt_namespaces SET name = $1, version = $2 WHERE id = $3",
+        "UPDATE ms_smt_namespaces SET name = $1, version = $2 WHERE id = $3".into_sql_str(),
         &[
             Arg::Text(&target.name),
             Arg::Int(version),

@@ -24,7 +24,7 @@
 //!   by an earlier schema of this release line is upgraded when opened.
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgConnection};
+use sqlx::{Executor, PgConnection, SqlStr};
 
 use super::dialect::{Arg, Dialect, Migration, Shared, arguments};
 use super::error::Res;
@@ -145,12 +145,12 @@ impl Dialect for PgConnection {
     const HAS_LEDGER: &'static str =
         "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
-    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<u64> {
+    async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);
         Ok(query.execute(&mut *self).await?.rows_affected())
     }
 
-    async fn fetch_all<T: Shared>(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<Vec<T>> {
+    async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Postgres>(args)?);
         Ok(query.fetch_all(&mut *self).await?)
     }
@@ -273,10 +273,13 @@ impl Dialect for PgConnection {
     /// dropped mid-commit either sent it (it runs whole) or did not (nothing
     /// changed). That is what lets the caller's-transaction mode write without
     /// a savepoint: sqlx 0.8.6 and 0.9.0 both mishandle a savepoint `begin`
-    /// cancelled before its reply (the guard queues a rollback at the
-    /// unincremented depth: `ROLLBACK` of the caller's whole transaction at
-    /// depth 1), which silently discarded the host's own writes in
-    /// `tests/cancellation.rs`.
+    /// cancelled before its reply (`PgTransactionManager::begin`'s guard
+    /// queues a rollback at the unincremented depth: `ROLLBACK` of the
+    /// caller's whole transaction at depth 1, and 0.9.0's
+    /// `Transaction::begin` adds a rollback of its own), which silently
+    /// discarded the host's own writes in `tests/cancellation.rs`. SQLite's
+    /// worker undoes such a `begin` itself, so SQLite keeps its savepoint
+    /// (`savepoint.rs`).
     async fn write_commit(
         &mut self,
         space: &NamespaceState,
@@ -465,7 +468,7 @@ const READ_ROWS_AT: &str = "SELECT k.path, k.depth, b.body \
 async fn read_keyed(
     conn: &mut PgConnection,
     space: &NamespaceState,
-    sql: &str,
+    sql: &'static str,
     ns: i64,
     keys: &[RowKey],
     version: Option<i64>,

@@ -17,6 +17,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use sqlx::SqlSafeStr;
+
 use super::dialect::{Arg, Dialect};
 use super::error::Res;
 use super::ops::{namespace, version_to_sql};
@@ -76,7 +78,8 @@ pub(crate) async fn rows_after_on<C: Dialect>(
             conn.fetch_all(
                 "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata \
                  WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \
-                 ORDER BY path, ms_smt_strata.depth LIMIT $5",
+                 ORDER BY path, ms_smt_strata.depth LIMIT $5"
+                    .into_sql_str(),
                 &args,
             )
             .await?
@@ -96,7 +99,8 @@ pub(crate) async fn rows_after_on<C: Dialect>(
                          WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \
                            AND from_version <= $6 AND to_version > $6 \
                          ORDER BY path, depth LIMIT $5) AS kept) AS u \
-                 ORDER BY path, depth LIMIT $5",
+                 ORDER BY path, depth LIMIT $5"
+                    .into_sql_str(),
                 &args,
             )
             .await?

@@ -4,6 +4,7 @@
 //! entry, and a database at a newer version than this crate knows is
 //! refused.
 
+use sqlx::SqlSafeStr;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
@@ -75,7 +76,8 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
         if !self::applied(&mut *tx).await?.contains(version) {
             tx.run_ddl(sql).await?;
             tx.execute(
-                "INSERT INTO ms_smt_migrations (version, description) VALUES ($1, $2)",
+                "INSERT INTO ms_smt_migrations (version, description) VALUES ($1, $2)"
+                    .into_sql_str(),
                 &[Arg::Int(*version), Arg::Text(description)],
             )
             .await?;
@@ -94,7 +96,7 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
 async fn applied<C: Dialect>(conn: &mut C) -> Res<Vec<i64>> {
     let rows: Vec<(i64,)> = conn
         .fetch_all(
-            "SELECT version FROM ms_smt_migrations ORDER BY version",
+            "SELECT version FROM ms_smt_migrations ORDER BY version".into_sql_str(),
             &[],
         )
         .await?;

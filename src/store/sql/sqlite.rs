@@ -26,10 +26,11 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Executor, SqliteConnection};
+use sqlx::{AssertSqlSafe, Executor, SqlSafeStr, SqlStr, SqliteConnection};
 
 use super::dialect::{Arg, Dialect, Migration, Shared, arguments};
 use super::error::Res;
@@ -213,12 +214,12 @@ impl Dialect for SqliteConnection {
         sql.push('?');
     }
 
-    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<u64> {
+    async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Sqlite>(args)?);
         Ok(query.execute(&mut *self).await?.rows_affected())
     }
 
-    async fn fetch_all<T: Shared>(&mut self, sql: &str, args: &[Arg<'_>]) -> Res<Vec<T>> {
+    async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Sqlite>(args)?);
         Ok(query.fetch_all(&mut *self).await?)
     }
@@ -280,7 +281,7 @@ impl Dialect for SqliteConnection {
     ) -> Res<Vec<(Hash, Node)>> {
         let h = info.height.get();
         let per_key = PathParams::width(info.height);
-        let sql = format!(
+        let sql = shared_sql(format!(
             "WITH RECURSIVE {INDEX_CTE}, \
          starts(i, depth, sib) AS ( \
              SELECT i, CAST(substr(?4, i * 4 + 1, 3) AS INTEGER), CAST(substr(?4, i * 4 + 4, 1) AS INTEGER) = 1 \
@@ -310,7 +311,7 @@ impl Dialect for SqliteConnection {
          FROM sibs w CROSS JOIN ms_smt_strata n \
            ON n.ns = ?1 AND n.path = w.path AND n.depth = w.depth \
          ORDER BY 2"
-        );
+        ));
         let mut out = Vec::new();
         for chunk in starts.chunks(MAX_ROWS / 4) {
             let params = PathParams::new(info.height, chunk);
@@ -325,7 +326,7 @@ impl Dialect for SqliteConnection {
                 .collect();
             let (paths, sibs) = params.slot_blobs(info.height);
             space.counters.round_trip(1);
-            let rows = sqlx::query(&sql)
+            let rows = sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(info.id)
                 .bind(count(params.depths.len()))
                 .bind(count(h))
@@ -355,7 +356,7 @@ impl Dialect for SqliteConnection {
            ON n.ns = ?1 AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
           AND n.depth = k.depth"
         );
-        read_packed(self, space, info.id, &sql, keys, None).await
+        read_packed(self, space, info.id, sql, keys, None).await
     }
 
     async fn read_rows_at(
@@ -378,7 +379,7 @@ impl Dialect for SqliteConnection {
              FROM kp) \
          WHERE body IS NOT NULL"
         );
-        read_packed(self, space, info.id, &sql, keys, Some(version)).await
+        read_packed(self, space, info.id, sql, keys, Some(version)).await
     }
 
     /// Keeps the rows a pin may read (one packed statement), writes the
@@ -468,40 +469,54 @@ fn packed_args<'q>(ns: i64, chunk: &'q PackedRows, bodies: bool, extra: &[i64]) 
     args
 }
 
+/// A statement built with `format!` from our own SQL constants and numbers
+/// (never from input), so it is safe to pass as [`AssertSqlSafe`]; shared so
+/// each chunk's statement reuses the text (one prepared statement) without
+/// copying it.
+fn shared_sql(sql: String) -> Arc<str> {
+    sql.into()
+}
+
 /// Runs a packed statement that returns nothing once per chunk of `rows`
-/// (arguments as [`packed_args`]).
+/// (arguments as [`packed_args`]); `sql` is built from our constants only.
 async fn execute_packed<'a>(
     conn: &mut SqliteConnection,
     space: &NamespaceState,
     ns: i64,
-    sql: &str,
+    sql: String,
     rows: impl IntoIterator<Item = (&'a RowKey, &'a [u8])>,
     bodies: bool,
     extra: &[i64],
 ) -> Res<()> {
+    let sql = shared_sql(sql);
     for chunk in PackedRows::chunks(rows) {
         space.counters.round_trip(1);
-        Dialect::execute(&mut *conn, sql, &packed_args(ns, &chunk, bodies, extra)).await?;
+        let args = packed_args(ns, &chunk, bodies, extra);
+        Dialect::execute(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
     }
     Ok(())
 }
 
 /// Runs a packed row read (`?1` namespace, `?2`-`?4` the packed keys,
-/// `?5` the version when given), a statement per chunk of keys.
+/// `?5` the version when given), a statement per chunk of keys; `sql` is
+/// built from our constants only.
 async fn read_packed(
     conn: &mut SqliteConnection,
     space: &NamespaceState,
     ns: i64,
-    sql: &str,
+    sql: String,
     keys: &[RowKey],
     version: Option<i64>,
 ) -> Res<Vec<(RowKey, Vec<u8>)>> {
     let mut out = Vec::with_capacity(keys.len());
     let extra: Vec<i64> = version.into_iter().collect();
+    let sql = shared_sql(sql);
     for chunk in PackedRows::chunks(keys.iter().map(|k| (k, &[][..]))) {
         space.counters.round_trip(1);
         let args = packed_args(ns, &chunk, false, &extra);
-        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(&mut *conn, sql, &args).await?;
+        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> =
+            Dialect::fetch_all(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args)
+                .await?;
         out.extend(keyed_rows(rows));
     }
     Ok(out)
@@ -529,7 +544,7 @@ async fn keep_for_pins(
     let keys = changes.iter().map(|c| match c {
         RowChange::Put(key, _) | RowChange::Delete(key) => (key, &[][..]),
     });
-    execute_packed(conn, space, ns, &sql, keys, false, &[version, max_pin]).await
+    execute_packed(conn, space, ns, sql, keys, false, &[version, max_pin]).await
 }
 
 /// A merge's row changes: one packed upsert of the rows that changed, one
@@ -557,7 +572,7 @@ async fn write_rows(
         RowChange::Put(key, body) => Some((key, body.as_slice())),
         RowChange::Delete(_) => None,
     });
-    execute_packed(conn, space, ns, &put_sql, puts, true, &[version]).await?;
+    execute_packed(conn, space, ns, put_sql, puts, true, &[version]).await?;
     let delete_sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
          k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
@@ -568,5 +583,5 @@ async fn write_rows(
         RowChange::Delete(key) => Some((key, &[][..])),
         RowChange::Put(..) => None,
     });
-    execute_packed(conn, space, ns, &delete_sql, deletes, false, &[]).await
+    execute_packed(conn, space, ns, delete_sql, deletes, false, &[]).await
 }

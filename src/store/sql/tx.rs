@@ -15,10 +15,12 @@ use super::space::NamespaceState;
 /// Dropped any other way (the caller's future cancelled mid-transaction,
 /// or an error, `BEGIN` included), it is detached from the pool and
 /// closed, so the server rolls the transaction back and no later borrower
-/// inherits it. sqlx 0.8 returns such connections to the pool with the
-/// transaction open or half-begun (sqlx #3932 for SQLite `begin_with`,
-/// #4385/#4393 for a cancelled Postgres `begin`); `tests/cancellation.rs`
-/// drops every operation at every await point to check this.
+/// inherits it. sqlx returns such connections to the pool with the
+/// transaction open or half-begun: sqlx 0.8 for a dropped SQLite
+/// `begin_with` (#3932), 0.8 and 0.9.0 for a cancelled Postgres `begin`
+/// (#4385/#4393: its guard rolls back at depth 0, a no-op, and the pool's
+/// release check is only a ping); `tests/cancellation.rs` drops every
+/// operation at every await point to check this.
 pub(crate) struct TxConnection<DB: sqlx::Database> {
     conn: Option<sqlx::pool::PoolConnection<DB>>,
 }
