@@ -14,6 +14,7 @@ use super::digest::{Hash, add_hash_calls, branch_digest};
 use super::schedule::SumSchedule;
 
 /// The inputs of one branch hash: left child, right child, sum.
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 pub type BranchInput = (Hash, Hash, u64);
 
 #[cfg(target_arch = "x86_64")]
@@ -67,6 +68,7 @@ pub fn has_kernel() -> bool {
 /// `N` branch hashes `H(left || right || be64(sum))` at once, counted as
 /// `N` calls. Equal to `N` calls of [`branch_hash`](super::branch_hash).
 #[inline]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 pub fn branch_hashes<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
     add_hash_calls(N as u64);
     #[cfg(target_arch = "x86_64")]
@@ -80,6 +82,7 @@ pub fn branch_hashes<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
 /// their second block already scheduled ([`SumSchedule`]): the lifts' form,
 /// where one sum is hashed at every level. Counted as `N` calls.
 #[inline]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 pub fn scheduled_hashes<const N: usize>(
     pairs: &[(Hash, Hash); N],
     schedules: &[&SumSchedule; N],
@@ -123,6 +126,7 @@ pub(crate) fn climb_fallback<const N: usize>(nodes: &mut [Hash; N], climb: &Clim
 
 /// The portable path: one `sha2` compression pair per input.
 #[inline]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 pub(crate) fn fallback<const N: usize>(inputs: &[BranchInput; N]) -> [Hash; N] {
     std::array::from_fn(|i| {
         let (left, right, sum) = &inputs[i];

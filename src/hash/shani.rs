@@ -41,6 +41,7 @@ impl ShaNi {
 
     /// `H(left || right || be64(sum))` for `N` inputs at once.
     #[inline]
+    #[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
     pub fn branch_hashes<const N: usize>(self, inputs: &[(Hash, Hash, u64); N]) -> [Hash; N] {
         // SAFETY: a `ShaNi` exists only when `detect` found every target
         // feature `branch_lanes` enables.
@@ -185,6 +186,7 @@ fn iv() -> (__m128i, __m128i) {
 /// Every lane's state after its first block, `left || right`.
 #[inline]
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 fn first_block<const N: usize>(pairs: [(&Hash, &Hash); N]) -> ([__m128i; N], [__m128i; N]) {
     let mask = byte_swap_mask();
     let (abef_iv, cdgh_iv) = iv();
@@ -229,6 +231,7 @@ fn digests<const N: usize>(abef: &[__m128i; N], cdgh: &[__m128i; N]) -> [Hash; N
 /// `N` branch hashes: two compressions each from the IV, the second block
 /// being the sum, the terminator and the 576-bit length.
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 fn branch_lanes<const N: usize>(inputs: &[(Hash, Hash, u64); N]) -> [Hash; N] {
     let (mut abef, mut cdgh) = first_block(std::array::from_fn(|l| (&inputs[l].0, &inputs[l].1)));
     let zero = _mm_set_epi32(0, 0, 0, 0);
@@ -254,6 +257,7 @@ fn branch_lanes<const N: usize>(inputs: &[(Hash, Hash, u64); N]) -> [Hash; N] {
 /// second compression is rounds only, no `sha256msg1/2` (which share the
 /// SHA unit with the rounds).
 #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+#[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)
 fn scheduled_lanes<const N: usize>(
     pairs: &[(Hash, Hash); N],
     schedules: &[&SumSchedule; N],

@@ -40,7 +40,8 @@ pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+/// For the tapd export's statements (built with both engines only).
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub(crate) use sql::{Arg, Dialect};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};

@@ -276,7 +276,8 @@ impl Snapshot {
                     // Always SQLITE_CHUNK marks (a short chunk repeats its
                     // first hash), so every fetch reuses one prepared
                     // statement. Its text is ours alone (`?` marks).
-                    let mut q = sqlx::query_as::<_, RawRow>(AssertSqlSafe(SQLITE_FETCH.as_str())).bind(&self.namespace);
+                    let mut q = sqlx::query_as::<_, RawRow>(AssertSqlSafe(SQLITE_FETCH.as_str()))
+                        .bind(&self.namespace);
                     for i in 0..SQLITE_CHUNK {
                         q = q.bind(chunk.get(i).unwrap_or(&chunk[0]).0.to_vec());
                     }

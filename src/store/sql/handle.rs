@@ -113,6 +113,7 @@ impl<C: Dialect> SqlStore<C> {
 
     /// This handle's namespace and settings on another pool of the same
     /// database (a hot standby's), with its own counters and memory.
+    #[cfg(feature = "postgres")]
     pub(super) fn on_pool(&self, pool: sqlx::Pool<C::Database>, jit_off: bool) -> Self {
         SqlStore {
             pool,

@@ -23,6 +23,7 @@ mod sqlite;
 mod token;
 mod tx;
 
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub(crate) use dialect::{Arg, Dialect};
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
