@@ -9,7 +9,9 @@ use std::sync::LazyLock;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, PgPool, Postgres, Sqlite, SqlitePool, Transaction};
+use sqlx::{
+    AssertSqlSafe, Connection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction,
+};
 
 use crate::hash::Hash;
 use crate::tapd::error::TapdError;
@@ -154,7 +156,14 @@ impl TapdSource {
     /// transaction on Postgres, a read transaction on SQLite.
     pub(crate) async fn snapshot(&self, namespace: &str) -> Result<Snapshot, TapdError> {
         let tx = match &self.pool {
-            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Pool::Sqlite(p) => {
+                let main = p.begin().await?;
+                // A second reader on a connection of its own (read-only
+                // like the pool's); each of its queries reads the newest
+                // state (see `split_reads`).
+                let second = SqliteConnection::connect_with(&p.connect_options()).await?;
+                Tx::Sqlite(main, Some(second))
+            }
             Pool::Postgres(p) => {
                 let mut tx = p.begin().await?;
                 sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -166,6 +175,7 @@ impl TapdSource {
         Ok(Snapshot {
             tx,
             namespace: namespace.to_owned(),
+            split: false,
         })
     }
 }
@@ -188,7 +198,8 @@ impl TapdTarget {
 }
 
 enum Tx {
-    Sqlite(Transaction<'static, Sqlite>),
+    /// The snapshot's transaction, and a second reader when there is one.
+    Sqlite(Transaction<'static, Sqlite>, Option<SqliteConnection>),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -206,6 +217,8 @@ type RawRow = (
 pub(crate) struct Snapshot {
     tx: Tx,
     namespace: String,
+    /// Whether fetches may split across SQLite's second reader.
+    split: bool,
 }
 
 impl Snapshot {
@@ -219,7 +232,7 @@ impl Snapshot {
     /// zero hash).
     pub(crate) async fn root(&mut self) -> Result<Option<Hash>, TapdError> {
         let got: Option<Vec<u8>> = match &mut self.tx {
-            Tx::Sqlite(tx) => {
+            Tx::Sqlite(tx, _) => {
                 sqlx::query_scalar("SELECT root_hash FROM mssmt_roots WHERE namespace = ?")
                     .bind(&self.namespace)
                     .fetch_optional(&mut **tx)
@@ -238,7 +251,7 @@ impl Snapshot {
     /// How many node rows the namespace holds.
     pub(crate) async fn count_rows(&mut self) -> Result<u64, TapdError> {
         let n: i64 = match &mut self.tx {
-            Tx::Sqlite(tx) => {
+            Tx::Sqlite(tx, _) => {
                 sqlx::query_scalar("SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = ?")
                     .bind(&self.namespace)
                     .fetch_one(&mut **tx)
@@ -254,10 +267,23 @@ impl Snapshot {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// Hashes per [`fetch`](Self::fetch) that make one query.
+    /// Lets [`fetch`](Self::fetch) read half of each chunk through
+    /// SQLite's second reader. That reader has a snapshot of its own: a
+    /// running tapd may have written between the two. Rows are content-
+    /// addressed, so a row it finds is the row the snapshot holds under
+    /// that hash, and a hash it misses is asked of the snapshot itself;
+    /// but a row the snapshot lacks may be found there. So only imports
+    /// split (their rebuilt root proves every leaf); audits, which must
+    /// report exactly what the snapshot holds, do not.
+    pub(crate) fn split_reads(&mut self, split: bool) {
+        self.split = split;
+    }
+
+    /// Hashes per [`fetch`](Self::fetch): one query per reader.
     pub(crate) fn chunk(&self) -> usize {
-        match self.tx {
-            Tx::Sqlite(_) => SQLITE_CHUNK,
+        match &self.tx {
+            Tx::Sqlite(_, Some(_)) if self.split => 2 * SQLITE_CHUNK,
+            Tx::Sqlite(..) => SQLITE_CHUNK,
             Tx::Postgres(_) => PG_CHUNK,
         }
     }
@@ -271,19 +297,27 @@ impl Snapshot {
     ) -> Result<HashMap<Hash, TapdRow>, TapdError> {
         let mut raw: Vec<RawRow> = Vec::with_capacity(hashes.len());
         match &mut self.tx {
-            Tx::Sqlite(tx) => {
-                for chunk in hashes.chunks(SQLITE_CHUNK) {
-                    // Always SQLITE_CHUNK marks (a short chunk repeats its
-                    // first hash), so every fetch reuses one prepared
-                    // statement. Its text is ours alone (`?` marks).
-                    let mut q = sqlx::query_as::<_, RawRow>(AssertSqlSafe(SQLITE_FETCH.as_str()))
-                        .bind(&self.namespace);
-                    for i in 0..SQLITE_CHUNK {
-                        q = q.bind(chunk.get(i).unwrap_or(&chunk[0]).0.to_vec());
-                    }
-                    raw.extend(q.fetch_all(&mut **tx).await?);
+            Tx::Sqlite(main, Some(second)) if self.split && hashes.len() > SQLITE_CHUNK => {
+                let (ours, theirs) = hashes.split_at(hashes.len() / 2);
+                let (got, other) = tokio::join!(
+                    sqlite_rows(main, &self.namespace, ours),
+                    sqlite_rows(second, &self.namespace, theirs)
+                );
+                raw = got?;
+                let other = other?;
+                let found: std::collections::HashSet<&[u8]> =
+                    other.iter().map(|row| row.0.as_slice()).collect();
+                let missed: Vec<Hash> = theirs
+                    .iter()
+                    .filter(|h| !found.contains(&h.0[..]))
+                    .copied()
+                    .collect();
+                raw.extend(other);
+                if !missed.is_empty() {
+                    raw.extend(sqlite_rows(main, &self.namespace, &missed).await?);
                 }
             }
+            Tx::Sqlite(main, _) => raw = sqlite_rows(main, &self.namespace, &hashes).await?,
             Tx::Postgres(tx) => {
                 for chunk in hashes.chunks(PG_CHUNK) {
                     let keys: Vec<Vec<u8>> = chunk.iter().map(|h| h.0.to_vec()).collect();
@@ -320,7 +354,102 @@ impl Snapshot {
     }
 }
 
+/// The rows of `namespace` with these hash keys, [`SQLITE_CHUNK`] per
+/// query: always that many marks (a short chunk repeats its first hash),
+/// so every query reuses one prepared statement. Its text is ours alone
+/// (`?` marks).
+async fn sqlite_rows(
+    conn: &mut SqliteConnection,
+    namespace: &str,
+    hashes: &[Hash],
+) -> Result<Vec<RawRow>, TapdError> {
+    let mut raw = Vec::with_capacity(hashes.len());
+    for chunk in hashes.chunks(SQLITE_CHUNK) {
+        let mut q =
+            sqlx::query_as::<_, RawRow>(AssertSqlSafe(SQLITE_FETCH.as_str())).bind(namespace);
+        for i in 0..SQLITE_CHUNK {
+            q = q.bind(chunk.get(i).unwrap_or(&chunk[0]).0.to_vec());
+        }
+        raw.extend(q.fetch_all(&mut *conn).await?);
+    }
+    Ok(raw)
+}
+
 /// A 32-byte column as a hash.
 pub(crate) fn hash_of(bytes: &[u8]) -> Option<Hash> {
     Some(Hash(bytes.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An import's second reader has no snapshot: rows deleted after the
+    /// snapshot began are gone for it, and the snapshot itself answers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn second_reader_misses_fall_back_to_the_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tapd.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let mut writer = SqliteConnection::connect_with(&options)
+            .await
+            .expect("create");
+        sqlx::raw_sql(
+            "CREATE TABLE mssmt_nodes (hash_key BLOB NOT NULL, l_hash_key BLOB, r_hash_key BLOB, \
+             key BLOB, value BLOB, sum BIGINT NOT NULL, namespace VARCHAR NOT NULL, \
+             PRIMARY KEY (hash_key, namespace));
+             CREATE TABLE mssmt_roots (namespace VARCHAR NOT NULL PRIMARY KEY, root_hash BLOB NOT NULL);",
+        )
+        .execute(&mut writer)
+        .await
+        .expect("schema");
+        let hashes: Vec<Hash> = (0..1_200u32)
+            .map(|i| crate::hash::sha256(&i.to_le_bytes()))
+            .collect();
+        for h in &hashes {
+            sqlx::query("INSERT INTO mssmt_nodes VALUES (?, NULL, NULL, ?, ?, 1, 'ns')")
+                .bind(&h.0[..])
+                .bind(&h.0[..])
+                .bind(&b"v"[..])
+                .execute(&mut writer)
+                .await
+                .expect("insert");
+        }
+        let source = TapdSource::open(&path.to_string_lossy())
+            .await
+            .expect("open");
+        for split in [true, false] {
+            let mut snapshot = source.snapshot("ns").await.expect("snapshot");
+            snapshot.split_reads(split);
+            assert_eq!(snapshot.count_rows().await.expect("count"), 1_200);
+            // Half the rows go after the snapshot began.
+            sqlx::query("DELETE FROM mssmt_nodes WHERE rowid % 2 = 0")
+                .execute(&mut writer)
+                .await
+                .expect("delete");
+            let rows = snapshot.fetch(hashes.clone()).await.expect("fetch");
+            assert_eq!(rows.len(), 1_200, "split {split}");
+            assert!(
+                hashes
+                    .iter()
+                    .all(|h| rows.get(h).is_some_and(|r| r.hash == *h))
+            );
+            drop(snapshot);
+            // Put them back for the next round.
+            for h in &hashes {
+                sqlx::query(
+                    "INSERT OR IGNORE INTO mssmt_nodes VALUES (?, NULL, NULL, ?, ?, 1, 'ns')",
+                )
+                .bind(&h.0[..])
+                .bind(&h.0[..])
+                .bind(&b"v"[..])
+                .execute(&mut writer)
+                .await
+                .expect("insert");
+            }
+        }
+    }
 }

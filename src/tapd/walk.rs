@@ -172,6 +172,7 @@ pub(crate) async fn walk<K: LeafSink>(
     // while this task hashes the last ones. The next chunk is taken from
     // the stack before the checked chunk's children go on it, so the walk
     // is depth-first one chunk late; memory stays about `depth × chunk`.
+    snapshot.split_reads(mode == Mode::Import);
     let chunk_size = snapshot.chunk();
     let mut current = w.take_chunk(chunk_size);
     let mut rows = snapshot.fetch(hashes_of(&current)).await?;
