@@ -409,15 +409,7 @@ mod tests {
         let hashes: Vec<Hash> = (0..1_200u32)
             .map(|i| crate::hash::sha256(&i.to_le_bytes()))
             .collect();
-        for h in &hashes {
-            sqlx::query("INSERT INTO mssmt_nodes VALUES (?, NULL, NULL, ?, ?, 1, 'ns')")
-                .bind(&h.0[..])
-                .bind(&h.0[..])
-                .bind(&b"v"[..])
-                .execute(&mut writer)
-                .await
-                .expect("insert");
-        }
+        put_rows(&mut writer, &hashes).await;
         let source = TapdSource::open(&path.to_string_lossy())
             .await
             .expect("open");
@@ -439,17 +431,20 @@ mod tests {
             );
             drop(snapshot);
             // Put them back for the next round.
-            for h in &hashes {
-                sqlx::query(
-                    "INSERT OR IGNORE INTO mssmt_nodes VALUES (?, NULL, NULL, ?, ?, 1, 'ns')",
-                )
+            put_rows(&mut writer, &hashes).await;
+        }
+    }
+
+    /// A leaf-like row per hash in namespace `ns` (kept where present).
+    async fn put_rows(writer: &mut SqliteConnection, hashes: &[Hash]) {
+        for h in hashes {
+            sqlx::query("INSERT OR IGNORE INTO mssmt_nodes VALUES (?, NULL, NULL, ?, ?, 1, 'ns')")
                 .bind(&h.0[..])
                 .bind(&h.0[..])
                 .bind(&b"v"[..])
-                .execute(&mut writer)
+                .execute(&mut *writer)
                 .await
                 .expect("insert");
-            }
         }
     }
 }
