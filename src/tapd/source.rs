@@ -162,7 +162,7 @@ impl TapdSource {
                 // like the pool's); each of its queries reads the newest
                 // state (see `split_reads`).
                 let second = SqliteConnection::connect_with(&p.connect_options()).await?;
-                Tx::Sqlite(main, Some(second))
+                Tx::Sqlite(main, second)
             }
             Pool::Postgres(p) => {
                 let mut tx = p.begin().await?;
@@ -198,8 +198,8 @@ impl TapdTarget {
 }
 
 enum Tx {
-    /// The snapshot's transaction, and a second reader when there is one.
-    Sqlite(Transaction<'static, Sqlite>, Option<SqliteConnection>),
+    /// The snapshot's transaction, and a second reader (see `split_reads`).
+    Sqlite(Transaction<'static, Sqlite>, SqliteConnection),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -282,7 +282,7 @@ impl Snapshot {
     /// Hashes per [`fetch`](Self::fetch): one query per reader.
     pub(crate) fn chunk(&self) -> usize {
         match &self.tx {
-            Tx::Sqlite(_, Some(_)) if self.split => 2 * SQLITE_CHUNK,
+            Tx::Sqlite(..) if self.split => 2 * SQLITE_CHUNK,
             Tx::Sqlite(..) => SQLITE_CHUNK,
             Tx::Postgres(_) => PG_CHUNK,
         }
@@ -297,7 +297,7 @@ impl Snapshot {
     ) -> Result<HashMap<Hash, TapdRow>, TapdError> {
         let mut raw: Vec<RawRow> = Vec::with_capacity(hashes.len());
         match &mut self.tx {
-            Tx::Sqlite(main, Some(second)) if self.split && hashes.len() > SQLITE_CHUNK => {
+            Tx::Sqlite(main, second) if self.split && hashes.len() > SQLITE_CHUNK => {
                 let (ours, theirs) = hashes.split_at(hashes.len() / 2);
                 let (got, other) = tokio::join!(
                     sqlite_rows(main, &self.namespace, ours),
