@@ -56,15 +56,17 @@
 //!   page), `sync_from`, `export_trunk`, `export_chunk`, `import` (`step`:
 //!   start, add, finish) and `writer_group` (one per coalesced group:
 //!   `submissions`, `leaves`, `planned_ahead`, `inserts`, `deletes`,
-//!   `rejected`). Operation spans carry `namespace`
-//!   ([`TreeStore::namespace`](store::TreeStore::namespace)), their sizes,
-//!   `attempts` where writers can race them, the store's counter deltas
-//!   (`round_trips`, `nodes_read`, `nodes_written`), and `outcome` (`ok`,
-//!   or a short error kind such as `store`, `contention`, `overflow`, with
-//!   the error itself in `error`).
+//!   `rejected`, `outcome`, `error`). Operation spans carry `namespace`
+//!   ([`TreeStore::namespace`](store::TreeStore::namespace)), their sizes
+//!   and `attempts` where writers can race them, and close with one
+//!   `finished` event: `outcome` (`ok`, or a short error kind such as
+//!   `store`, `contention`, `overflow`, with the error itself in `error`)
+//!   and the store's counter deltas (`round_trips`, `nodes_read`,
+//!   `nodes_written`). A group's span records its outcome itself: its
+//!   counters are not the store's, as the next group reads meanwhile.
 //! * **INFO**: `schema_upgrade` (a SQL store's migration runner:
-//!   `found`, `newest`, `steps`, `applied`, `outcome`), rare and worth
-//!   keeping.
+//!   `found`, `newest`, `steps`, `applied`; its `finished` event has the
+//!   `outcome`), rare and worth keeping.
 //! * **TRACE**, per-phase detail: `read` (the read phase), `descent`, and
 //!   `commit`, children of their operation, and `write_locked` (a write
 //!   that fell back to the namespace lock).

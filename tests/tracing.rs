@@ -4,9 +4,11 @@
 //!
 //! * `spans_*`: on the memory store, SQLite and Postgres, `insert_many`
 //!   (with its `read`, `descent` and `commit` children), `merkle_proofs`,
-//!   `audit` and the writer's groups carry the namespace, the batch size,
-//!   the attempts, the store's counter deltas and an outcome; a rejected
-//!   batch ends with outcome `overflow` and its error.
+//!   `audit` and the writer's groups carry the namespace, the batch size and
+//!   the attempts; each operation span closes with one `finished` event
+//!   carrying the store's counter deltas and an outcome (the capture reads
+//!   its fields as the span's); a rejected batch ends with outcome
+//!   `overflow` and its error.
 //! * `schema_upgrade_*`: opening a fresh SQLite database (and migrating a
 //!   Postgres one) runs inside a `schema_upgrade` span.
 //! * `progress_events_*`: every progress report is a DEBUG event with
@@ -37,6 +39,9 @@ struct Seen {
     /// Index of the parent span in [`Log::spans`].
     parent: Option<usize>,
     fields: HashMap<&'static str, String>,
+    /// For a span: how many `finished` events closed it (their fields are
+    /// merged into `fields`).
+    finished: usize,
 }
 
 impl Seen {
@@ -91,6 +96,7 @@ impl Capture {
             level: *meta.level(),
             parent,
             fields: HashMap::new(),
+            finished: 0,
         }
     }
 
@@ -187,6 +193,12 @@ impl Subscriber for Capture {
         let parent = Self::parent(&log, event.parent(), event.is_contextual());
         let mut seen = Self::seen(event.metadata(), parent);
         event.record(&mut Fields(&mut seen.fields));
+        if let (Some(index), Some("finished")) = (parent, seen.field("message")) {
+            let span = &mut log.spans[index];
+            span.finished += 1;
+            let fields = seen.fields.iter().filter(|(k, _)| **k != "message");
+            span.fields.extend(fields.map(|(k, v)| (*k, v.clone())));
+        }
         log.events.push(seen);
     }
 
@@ -257,6 +269,7 @@ where
     assert_eq!(insert.number("batch"), 50);
     assert_eq!(insert.field("prove"), Some("false"));
     assert_eq!(insert.number("attempts"), 1);
+    assert_eq!(insert.finished, 1, "{insert:?}");
     assert_eq!(insert.field("outcome"), Some("ok"));
     assert_eq!(insert.field("error"), None);
     assert!(insert.number("round_trips") >= 2, "{insert:?}");
@@ -275,6 +288,7 @@ where
     let overflow = vec![(hkey(&tag, 1_000), Leaf::new(b"big".to_vec(), u64::MAX))];
     assert!(tree.insert_many(overflow).await.is_err());
     let rejected = capture.span("insert_many");
+    assert_eq!(rejected.finished, 1, "{rejected:?}");
     assert_eq!(rejected.field("outcome"), Some("overflow"));
     assert!(
         rejected
@@ -396,6 +410,7 @@ fn schema_upgrade_sqlite() {
         let _db = SqliteDb::open("schema-span").await;
         let upgrade = capture.span("schema_upgrade");
         assert_eq!(upgrade.level, tracing::Level::INFO);
+        assert_eq!(upgrade.finished, 1, "{upgrade:?}");
         assert_eq!(upgrade.field("outcome"), Some("ok"));
         let steps = upgrade.number("steps");
         assert!(steps >= 1, "a fresh database needs every step");

@@ -106,11 +106,6 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             layout = ?L::KIND,
             nodes = Empty,
             problems = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let traced = Traced::new(span, &self.store);
         traced
@@ -184,11 +179,6 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             batch = batch.len(),
             prove,
             attempts = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         if span.is_disabled() {
             return self.write_attempts(batch, prove).await;

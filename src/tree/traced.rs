@@ -1,10 +1,11 @@
-//! The end of an operation's `tracing` span: what the store did during it
-//! (the counter deltas) and how it ended.
+//! The end of an operation's `tracing` span: one DEBUG event, `finished`,
+//! inside it, with how the operation ended and what the store did during it.
 //!
-//! Every operation span declares the fields recorded here as
-//! `tracing::field::Empty`: `outcome` (`"ok"` or an error kind),
-//! `error` (the error, displayed), `round_trips`, `nodes_read` and
-//! `nodes_written`. Nothing is read or recorded when the span is disabled.
+//! The span's own fields say what the operation is (namespace, sizes) and
+//! what it produced; the event carries the fields every operation shares:
+//! `outcome` (`"ok"` or an error kind), `error` (the error, displayed, only
+//! on failure), and the store's counter deltas `round_trips`, `nodes_read`
+//! and `nodes_written`. Nothing is read or emitted when the span is disabled.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -73,8 +74,8 @@ impl Traced {
         out
     }
 
-    /// Records what `store` did since the start and `out`'s outcome into
-    /// the span.
+    /// Emits the span's `finished` event: `out`'s outcome and what `store`
+    /// did since the start.
     pub(crate) fn finish<S: TreeStore, T, E: ErrorKind + Display>(
         &self,
         store: &S,
@@ -83,25 +84,20 @@ impl Traced {
         let Some(before) = self.before else {
             return;
         };
-        record_stats(&self.span, &store.stats().since(&before));
-        record_outcome(&self.span, out);
+        let delta = store.stats().since(&before);
+        let (outcome, error) = match out {
+            Ok(_) => ("ok", None),
+            Err(e) => (e.kind(), Some(tracing::field::display(e))),
+        };
+        tracing::debug!(
+            target: "ms_smt",
+            parent: &self.span,
+            outcome,
+            error,
+            round_trips = delta.round_trips,
+            nodes_read = delta.nodes_read,
+            nodes_written = delta.nodes_written,
+            "finished"
+        );
     }
-}
-
-/// Records a counter delta into `span`'s `round_trips`, `nodes_read` and
-/// `nodes_written` fields.
-pub(crate) fn record_stats(span: &Span, delta: &StoreStats) {
-    span.record("round_trips", delta.round_trips);
-    span.record("nodes_read", delta.nodes_read);
-    span.record("nodes_written", delta.nodes_written);
-}
-
-/// Records `out` into `span`'s `outcome` (and `error`) fields.
-pub(crate) fn record_outcome<T, E: ErrorKind + Display>(span: &Span, out: &Result<T, E>) {
-    match out {
-        Ok(_) => span.record("outcome", "ok"),
-        Err(e) => span
-            .record("outcome", e.kind())
-            .record("error", tracing::field::display(e)),
-    };
 }

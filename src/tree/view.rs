@@ -131,11 +131,6 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             keys = keys.len(),
             pinned = self.is_pinned(),
             attempts = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let read = self
             .tree
@@ -186,11 +181,6 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             keys = keys.len(),
             pinned = self.is_pinned(),
             attempts = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         // A sibling's sum is its parent's minus the path child's: the path
         // alone is read.

@@ -324,11 +324,6 @@ fn copy_span<S: TreeStore, T: TreeStore>(source: &S, target: &T, filter: bool) -
         kept = Empty,
         rejected = Empty,
         set_based = Empty,
-        outcome = Empty,
-        error = Empty,
-        round_trips = Empty,
-        nodes_read = Empty,
-        nodes_written = Empty,
     )
 }
 

@@ -144,11 +144,6 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
             page = self.page,
             entries = Empty,
             attempts = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let traced = Traced::new(span, old.tree.store());
         let walk = old.tree.retrying(move || async move {

@@ -501,11 +501,6 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             level,
             pinned = self.is_pinned(),
             chunks = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let traced = Traced::new(span, self.tree.store());
         let trunk = traced.run(self.tree.store(), self.cut(level)).await?;
@@ -621,11 +616,6 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
             level = position.level(),
             pinned = self.is_pinned(),
             leaves = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let traced = Traced::new(span, self.tree.store());
         let chunk = traced
@@ -732,11 +722,6 @@ fn import_span<S: TreeStore>(target: &S, step: &'static str, chunks: usize) -> S
         namespace = target.namespace(),
         step,
         chunks,
-        outcome = Empty,
-        error = Empty,
-        round_trips = Empty,
-        nodes_read = Empty,
-        nodes_written = Empty,
     )
 }
 

@@ -145,11 +145,6 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             fetched = Empty,
             upserts = Empty,
             deletes = Empty,
-            outcome = Empty,
-            error = Empty,
-            round_trips = Empty,
-            nodes_read = Empty,
-            nodes_written = Empty,
         );
         let traced = Traced::new(span, &self.store);
         traced.run(&self.store, self.sync(peer, root)).await

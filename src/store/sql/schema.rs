@@ -27,16 +27,13 @@ pub(crate) async fn migrate<C: Dialect>(
         newest = C::MIGRATIONS.last().map_or(0, |m| m.0),
         steps = Empty,
         applied = Empty,
-        outcome = Empty,
-        error = Empty,
     );
     let out = upgrade::<C>(pool, progress).instrument(span.clone()).await;
-    match &out {
-        Ok(()) => span.record("outcome", "ok"),
-        Err(e) => span
-            .record("outcome", "error")
-            .record("error", tracing::field::display(e)),
+    let (outcome, error) = match &out {
+        Ok(()) => ("ok", None),
+        Err(e) => ("error", Some(tracing::field::display(e))),
     };
+    tracing::info!(target: "ms_smt", parent: &span, outcome, error, "finished");
     out
 }
 
