@@ -40,9 +40,9 @@ pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
-/// For the tapd export's statements (built with both engines only).
+/// For the tapd source and export statements (built with both engines only).
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub(crate) use sql::{Arg, Dialect};
+pub(crate) use sql::{Arg, Dialect, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
 #[cfg(feature = "postgres")]

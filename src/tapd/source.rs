@@ -14,6 +14,7 @@ use sqlx::{
 };
 
 use crate::hash::Hash;
+use crate::store::Shared;
 use crate::tapd::error::TapdError;
 use crate::tapd::shape::TapdRow;
 
@@ -231,40 +232,38 @@ impl Snapshot {
     /// bytes is reported as a root pointing nowhere by the walk (as the
     /// zero hash).
     pub(crate) async fn root(&mut self) -> Result<Option<Hash>, TapdError> {
-        let got: Option<Vec<u8>> = match &mut self.tx {
-            Tx::Sqlite(tx, _) => {
-                sqlx::query_scalar("SELECT root_hash FROM mssmt_roots WHERE namespace = ?")
-                    .bind(&self.namespace)
-                    .fetch_optional(&mut **tx)
-                    .await?
-            }
-            Tx::Postgres(tx) => {
-                sqlx::query_scalar("SELECT root_hash FROM mssmt_roots WHERE namespace = $1")
-                    .bind(&self.namespace)
-                    .fetch_optional(&mut **tx)
-                    .await?
-            }
-        };
-        Ok(got.map(|b| hash_of(&b).unwrap_or(Hash([0; 32]))))
+        let got: Option<(Vec<u8>,)> = self
+            .row("SELECT root_hash FROM mssmt_roots WHERE namespace = $1")
+            .await?;
+        Ok(got.map(|(b,)| hash_of(&b).unwrap_or(Hash([0; 32]))))
     }
 
     /// How many node rows the namespace holds.
     pub(crate) async fn count_rows(&mut self) -> Result<u64, TapdError> {
-        let n: i64 = match &mut self.tx {
+        let n: Option<(i64,)> = self
+            .row("SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1")
+            .await?;
+        Ok(n.map_or(0, |(n,)| u64::try_from(n).unwrap_or(0)))
+    }
+
+    /// The first row of `sql`, whose one parameter `$1` (a form both
+    /// engines take) is the namespace, read in the snapshot.
+    async fn row<T: Shared>(&mut self, sql: &'static str) -> Result<Option<T>, TapdError> {
+        let namespace = &self.namespace;
+        Ok(match &mut self.tx {
             Tx::Sqlite(tx, _) => {
-                sqlx::query_scalar("SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = ?")
-                    .bind(&self.namespace)
-                    .fetch_one(&mut **tx)
+                sqlx::query_as(sql)
+                    .bind(namespace)
+                    .fetch_optional(&mut **tx)
                     .await?
             }
             Tx::Postgres(tx) => {
-                sqlx::query_scalar("SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1")
-                    .bind(&self.namespace)
-                    .fetch_one(&mut **tx)
+                sqlx::query_as(sql)
+                    .bind(namespace)
+                    .fetch_optional(&mut **tx)
                     .await?
             }
-        };
-        Ok(u64::try_from(n).unwrap_or(0))
+        })
     }
 
     /// Lets [`fetch`](Self::fetch) read half of each chunk through

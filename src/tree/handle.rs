@@ -325,31 +325,22 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         for_write: bool,
     ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
         let span = tracing::trace_span!(target: "ms_smt", "read", keys = keys.len(), for_write);
+        let read = async {
+            let root = self.root_of(target).await?;
+            let sorted = descent::sorted_keys(keys);
+            let fetched =
+                fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write)
+                    .await;
+            match fetched {
+                Ok(cache) => Ok(Some((root, cache))),
+                Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
         if span.is_disabled() {
-            return self.read_phase(target, keys, siblings, for_write).await;
+            return read.await;
         }
-        self.read_phase(target, keys, siblings, for_write)
-            .instrument(span)
-            .await
-    }
-
-    /// [`read`](Self::read), without its span.
-    async fn read_phase(
-        &self,
-        target: Target,
-        keys: &[Key],
-        siblings: bool,
-        for_write: bool,
-    ) -> Res<Option<(ComputedNode, NodeCache)>, S> {
-        let root = self.root_of(target).await?;
-        let sorted = descent::sorted_keys(keys);
-        let fetched =
-            fetch::fetch_paths(&self.store, target.at, &root, &sorted, siblings, for_write).await;
-        match fetched {
-            Ok(cache) => Ok(Some((root, cache))),
-            Err(TreeError::Plan(e)) if self.lost_race(target, &e, &root).await? => Ok(None),
-            Err(e) => Err(e),
-        }
+        read.instrument(span).await
     }
 
     /// The root `target` reads: its fixed root, or the current one.

@@ -32,7 +32,7 @@ use crate::tree::View;
 use crate::tree::handle::Res;
 use crate::tree::traced::Traced;
 use crate::universe::iter::DEFAULT_PAGE;
-use crate::universe::iter::{after_start, before_end, owned};
+use crate::universe::iter::{after_start, before_end, collect_pages, owned};
 
 /// Pending subtrees whose nodes one store call fetches at most.
 const FETCH_BATCH: usize = 256;
@@ -172,14 +172,7 @@ impl<S: TreeStore, L1: Layout, L2: Layout> Diff<'_, '_, S, L1, L2> {
 
     /// Every difference that is left.
     pub async fn collect_all(mut self) -> Res<Vec<DiffEntry>, S> {
-        let mut out = Vec::new();
-        loop {
-            let page = self.next_page().await?;
-            if page.is_empty() {
-                return Ok(out);
-            }
-            out.extend(page);
-        }
+        collect_pages(async || self.next_page().await).await
     }
 
     fn emit(&self, out: &mut Vec<DiffEntry>, key: Key, old: Leaf, new: Leaf) {

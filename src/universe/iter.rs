@@ -55,6 +55,20 @@ impl LeafEntry {
     }
 }
 
+/// Every page `next_page` hands out, until an empty one (the end).
+pub(crate) async fn collect_pages<T, E>(
+    mut next_page: impl AsyncFnMut() -> Result<Vec<T>, E>,
+) -> Result<Vec<T>, E> {
+    let mut out = Vec::new();
+    loop {
+        let page = next_page().await?;
+        if page.is_empty() {
+            return Ok(out);
+        }
+        out.extend(page);
+    }
+}
+
 /// True when `key` lies at or after `start`.
 pub(crate) fn after_start(key: &Key, start: &Bound<Key>) -> bool {
     match start {
@@ -187,14 +201,7 @@ impl<'t, S: TreeStore, L: Layout> Leaves<'t, S, L> {
 
     /// Collects everything that is left (for small ranges and tests).
     pub async fn collect_all(mut self) -> Res<Vec<LeafEntry>, S> {
-        let mut out = Vec::new();
-        loop {
-            let page = self.next_page().await?;
-            if page.is_empty() {
-                return Ok(out);
-            }
-            out.extend(page);
-        }
+        collect_pages(async || self.next_page().await).await
     }
 
     /// One page: an in-order walk from `root`, skipping subtrees outside

@@ -24,7 +24,7 @@ mod token;
 mod tx;
 
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub(crate) use dialect::{Arg, Dialect};
+pub(crate) use dialect::{Arg, Dialect, Shared};
 pub use error::SqlStoreError;
 pub use handle::{SqlStore, SqlTxStore};
 pub use listing::{NamespaceListing, SchemaState};
