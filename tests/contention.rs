@@ -38,7 +38,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use support::child::{Target, child_command, child_spec, say};
+use support::child::{Target, child_command, child_spec, count_from_env, say, seed_from_env};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -46,15 +46,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 const CHILD_ENV: &str = "MSSMT_CONTENTION_CHILD";
 /// How long a run may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(600);
-
-fn count_from_env(var: &str, default: u64) -> u64 {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{var}={v} is not a count")),
-        _ => default,
-    }
-}
 
 /// Batch `b` of writer `w`: its own keys only.
 fn batch(seed: u64, w: u64, b: u64) -> Vec<(Key, Leaf)> {
@@ -397,13 +388,6 @@ async fn check_final<S: TreeStore>(
     );
 }
 
-fn seed() -> u64 {
-    match std::env::var("MSSMT_CONTENTION_SEED") {
-        Ok(s) if !s.is_empty() => s.parse().expect("MSSMT_CONTENTION_SEED"),
-        _ => rand::random(),
-    }
-}
-
 /// `writers` child processes write `MSSMT_CONTENTION_BATCHES` (default 20)
 /// batches each into a fresh namespace of `target`; the final tree, read
 /// through `store_of(namespace)`, must hold every acknowledged batch.
@@ -415,7 +399,7 @@ async fn contend<S: TreeStore>(
     started: Instant,
 ) {
     let namespace = unique("contention");
-    let seed = seed();
+    let seed = seed_from_env("MSSMT_CONTENTION_SEED");
     let batches = count_from_env("MSSMT_CONTENTION_BATCHES", 20);
     let reports = run_writers(test, target, &namespace, seed, writers, batches).await;
     let tree = CompactedTree::new(store_of(&namespace));

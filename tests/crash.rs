@@ -50,7 +50,7 @@ use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use support::child::{self, ChildStore, Target, child_spec, say};
+use support::child::{self, ChildStore, Target, child_spec, count_from_env, say, seed_from_env};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -61,15 +61,6 @@ const CHILD_ENV: &str = "MSSMT_CRASH_CHILD";
 const KEYSPACE: u64 = 10_000;
 /// How long a child may go without the expected progress.
 const STALL: Duration = Duration::from_secs(60);
-
-fn count_from_env(var: &str, default: usize) -> usize {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{var}={v} is not a count")),
-        _ => default,
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Batches and the model
@@ -439,10 +430,7 @@ async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>, what: &str) -> Opt
 
 /// Runs `rounds` crash rounds; panics on the first violation.
 async fn campaign(test: &str, mut mode: Mode, rounds: usize) -> Figures {
-    let seed: u64 = match std::env::var("MSSMT_CRASH_SEED") {
-        Ok(s) if !s.is_empty() => s.parse().expect("MSSMT_CRASH_SEED"),
-        _ => rand::random(),
-    };
+    let seed = seed_from_env("MSSMT_CRASH_SEED");
     println!("{test}: seed {seed}, {rounds} crashes");
     let namespace = unique(test);
     let mut model = Model::new(seed);

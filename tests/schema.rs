@@ -449,19 +449,7 @@ impl PgSchema {
 
     /// A pool whose sessions see this schema only (created on first use).
     async fn pool(&self) -> PgPool {
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&self.url)
-            .await
-            .expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "CREATE SCHEMA IF NOT EXISTS \"{}\"",
-            self.schema
-        )))
-        .execute(&admin)
-        .await
-        .expect("create schema");
-        admin.close().await;
+        self.admin("CREATE SCHEMA IF NOT EXISTS", "").await;
         let options = PgConnectOptions::from_str(&self.url)
             .expect("MSSMT_PG_URL")
             .options([("search_path", self.schema.as_str())]);
@@ -473,18 +461,22 @@ impl PgSchema {
     }
 
     async fn drop_schema(self) {
+        self.admin("DROP SCHEMA IF EXISTS", " CASCADE").await;
+    }
+
+    /// Runs `{head} "<schema>"{tail}` on a one-off connection outside the
+    /// schema (creating or dropping it).
+    async fn admin(&self, head: &str, tail: &str) {
         let admin = PgPoolOptions::new()
             .max_connections(1)
             .connect(&self.url)
             .await
             .expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
-            self.schema
-        )))
-        .execute(&admin)
-        .await
-        .expect("drop schema");
+        let sql = format!("{head} \"{}\"{tail}", self.schema);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+            .execute(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         admin.close().await;
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use ms_smt::store::{OnLag, ReadSnapshot, ReplicaSet, ServedBy, SqlStoreError};
 use ms_smt::{ComputedNode, FullTree, Key, Leaf, Position, Subtree};
 use support::{assert_audit_clean, hkey, unique};
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, RwLockReadGuard};
 
 /// Held for writing by the tests that stop or pause the shared standby.
 static EXCLUSIVE: RwLock<()> = RwLock::const_new(());
@@ -53,6 +53,26 @@ async fn replica_set(test: &str) -> Option<ReplicaSet> {
         .await
         .expect("connect");
     Some(set.open_namespace(&unique(test)))
+}
+
+/// A replica set for a test that leaves the shared standby running, with
+/// [`EXCLUSIVE`] held for reading while the guard lives.
+async fn shared_replica_set(test: &str) -> Option<(RwLockReadGuard<'static, ()>, ReplicaSet)> {
+    let shared = EXCLUSIVE.read().await;
+    Some((shared, replica_set(test).await?))
+}
+
+/// The shared standby's directory (`MSSMT_PG_STANDBY_DIR`), or `None`
+/// after printing that `test`'s `case` skips because `why`.
+fn standby_dir(test: &str, case: &str, why: &str) -> Option<String> {
+    let dir = std::env::var("MSSMT_PG_STANDBY_DIR").ok();
+    if dir.is_none() {
+        eprintln!(
+            "standby test {test} SKIPPED ({case} case only): MSSMT_PG_STANDBY_DIR is not set, so \
+             {why}"
+        );
+    }
+    dir
 }
 
 fn leaf(i: u64) -> Leaf {
@@ -121,8 +141,7 @@ fn port_of(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_read_on_the_standby_answers_at_its_root() {
-    let _shared = EXCLUSIVE.read().await;
-    let Some(set) = replica_set("standby_reads").await else {
+    let Some((_shared, set)) = shared_replica_set("standby_reads").await else {
         return;
     };
     let writer = FullTree::new(set.primary().clone());
@@ -182,8 +201,7 @@ async fn every_read_on_the_standby_answers_at_its_root() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_with_the_token_always_sees_the_write() {
-    let _shared = EXCLUSIVE.read().await;
-    let Some(set) = replica_set("standby_ryw").await else {
+    let Some((_shared, set)) = shared_replica_set("standby_ryw").await else {
         return;
     };
     // Errors instead of falling back, so every read below is the standby's.
@@ -204,8 +222,7 @@ async fn a_read_with_the_token_always_sees_the_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_a_read_sees_one_whole_root() {
-    let _shared = EXCLUSIVE.read().await;
-    let Some(set) = replica_set("standby_mix").await else {
+    let Some((_shared, set)) = shared_replica_set("standby_mix").await else {
         return;
     };
     const BATCHES: u64 = 40;
@@ -332,11 +349,11 @@ async fn reads_survive_a_standby_restart() {
     let Some((_, standby_url)) = urls("standby_restart") else {
         return;
     };
-    let Ok(dir) = std::env::var("MSSMT_PG_STANDBY_DIR") else {
-        eprintln!(
-            "standby test standby_restart SKIPPED (restart case only): MSSMT_PG_STANDBY_DIR is \
-             not set, so the standby cannot be restarted from here"
-        );
+    let Some(dir) = standby_dir(
+        "standby_restart",
+        "restart",
+        "the standby cannot be restarted from here",
+    ) else {
         return;
     };
     let Some(set) = replica_set("standby_restart").await else {
@@ -393,11 +410,13 @@ async fn a_promoted_standby_takes_writes_and_audits_clean() {
     let Some((primary_url, _)) = urls("standby_promote") else {
         return;
     };
-    if std::env::var("MSSMT_PG_STANDBY_DIR").is_err() {
-        eprintln!(
-            "standby test standby_promote SKIPPED (promotion case only): MSSMT_PG_STANDBY_DIR is \
-             not set, so the primary is not the script's and no standby of it can be made here"
-        );
+    if standby_dir(
+        "standby_promote",
+        "promotion",
+        "the primary is not the script's and no standby of it can be made here",
+    )
+    .is_none()
+    {
         return;
     }
     // A standby of its own, so the shared one stays a standby.

@@ -95,9 +95,4 @@ async fn namespaces_layout<S: TestStore, L: Layout>(base: &S) {
     b.cleanup().await;
 }
 
-async fn namespaces<S: TestStore>(base: S) {
-    namespaces_layout::<S, Full>(&base).await;
-    namespaces_layout::<S, Compacted>(&base).await;
-}
-
-on_every_store!(namespaces_are_independent => namespaces);
+on_every_store!(namespaces_are_independent => namespaces_layout::<Full, Compacted>);

@@ -84,9 +84,4 @@ async fn other_writers_layout<S: TestStore, L: Layout>(base: &S) {
     a.cleanup().await;
 }
 
-async fn other_writers<S: TestStore>(base: S) {
-    other_writers_layout::<S, Full>(&base).await;
-    other_writers_layout::<S, Compacted>(&base).await;
-}
-
-on_every_store!(remembered_nodes_survive_other_writers => other_writers);
+on_every_store!(remembered_nodes_survive_other_writers => other_writers_layout::<Full, Compacted>);

@@ -177,12 +177,7 @@ async fn overflow_layout<S: TestStore, L: Layout>(base: &S) {
     m.cleanup().await;
 }
 
-async fn overflow<S: TestStore>(base: S) {
-    overflow_layout::<S, Full>(&base).await;
-    overflow_layout::<S, Compacted>(&base).await;
-}
-
-on_every_store!(overflow_and_big_sums => overflow);
+on_every_store!(overflow_and_big_sums => overflow_layout::<Full, Compacted>);
 
 // ---------------------------------------------------------------------------
 // A batch that drops references the store does not hold is refused whole.

@@ -173,12 +173,7 @@ async fn twins_layout<S: TestStore, L: Layout>(base: &S) {
     }
 }
 
-async fn twins<S: TestStore>(base: S) {
-    twins_layout::<S, Full>(&base).await;
-    twins_layout::<S, Compacted>(&base).await;
-}
-
-on_every_store!(twin_subtrees => twins);
+on_every_store!(twin_subtrees => twins_layout::<Full, Compacted>);
 
 /// Batches that delete, replace and add many keys of a tree big enough
 /// for several row levels at once: paths of neighbouring keys share their
@@ -214,9 +209,4 @@ async fn mixed_batches_layout<S: TestStore, L: Layout>(base: &S) {
     m.cleanup().await;
 }
 
-async fn mixed_batches<S: TestStore>(base: S) {
-    mixed_batches_layout::<S, Compacted>(&base).await;
-    mixed_batches_layout::<S, Full>(&base).await;
-}
-
-on_every_store!(mixed_batches_over_rows => mixed_batches);
+on_every_store!(mixed_batches_over_rows => mixed_batches_layout::<Compacted, Full>);

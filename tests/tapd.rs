@@ -166,10 +166,7 @@ impl Engine {
                 let mut conn = sqlx::SqliteConnection::connect_with(&options)
                     .await
                     .expect("open copy");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                    .execute(&mut conn)
-                    .await
-                    .expect("damage");
+                damage::<sqlx::Sqlite>(&mut conn, sql).await;
                 conn.close().await.expect("close");
             }
             None => {
@@ -180,47 +177,33 @@ impl Engine {
                     "ALTER TABLE mssmt_roots DROP CONSTRAINT IF EXISTS \
                      mssmt_roots_namespace_root_hash_fkey; {sql}"
                 );
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                    .execute(&mut conn)
-                    .await
-                    .expect("damage");
+                damage::<sqlx::Postgres>(&mut conn, &sql).await;
             }
         }
     }
 
-    /// One row's columns, by SQL `filter` on `mssmt_nodes`.
-    async fn row(
-        &self,
-        copy: &Copy,
-        filter: &str,
-    ) -> (
-        Vec<u8>,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        i64,
-    ) {
-        let sql = format!(
-            "SELECT hash_key, l_hash_key, r_hash_key, key, sum FROM mssmt_nodes WHERE {filter} \
-             ORDER BY hash_key LIMIT 1"
-        );
+    /// One row of `mssmt_nodes`, by SQL `filter`.
+    async fn row(&self, copy: &Copy, filter: &str) -> NodeRow {
+        let sql = format!("{NODES} WHERE {filter} ORDER BY hash_key LIMIT 1");
         match &copy.sqlite {
             Some(path) => {
                 let mut conn = sqlx::SqliteConnection::connect(&path.to_string_lossy())
                     .await
                     .expect("open");
-                sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                    .fetch_one(&mut conn)
+                node_rows::<sqlx::Sqlite>(&mut conn, &sql, None)
                     .await
+                    .into_iter()
+                    .next()
                     .expect("row")
             }
             None => {
                 let mut conn = sqlx::PgConnection::connect(&copy.src)
                     .await
                     .expect("connect");
-                sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                    .fetch_one(&mut conn)
+                node_rows::<sqlx::Postgres>(&mut conn, &sql, None)
                     .await
+                    .into_iter()
+                    .next()
                     .expect("row")
             }
         }
@@ -398,7 +381,7 @@ fn kind_of(c: &Corruption) -> (&'static str, Hash) {
 /// Every kind of damage, made on copies of universe-a.
 async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
     let ns = "namespace = 'universe-a'";
-    let (leaf, _, _, key, _) = engine.row(copy, &format!("{ns} AND key IS NOT NULL")).await;
+    let (leaf, _, _, key, _, _) = engine.row(copy, &format!("{ns} AND key IS NOT NULL")).await;
     let key = key.expect("leaf key");
     let (branch, ..) = engine
         .row(
@@ -408,7 +391,7 @@ async fn damages(engine: &Engine, copy: &Copy) -> Vec<Damage> {
             ),
         )
         .await;
-    let (_, l, r, _, sum) = engine
+    let (_, l, r, _, _, sum) = engine
         .row(
             copy,
             &format!("{ns} AND hash_key IN (SELECT root_hash FROM mssmt_roots WHERE {ns})"),
@@ -617,33 +600,75 @@ async fn unreachable_rows_are_counted_not_imported() {
     }
 }
 
-type RowTuple = (
-    Vec<u8>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    i64,
-);
+/// A nullable blob column.
+type Blob = Option<Vec<u8>>;
+
+/// A row of `mssmt_nodes`: hash_key, l_hash_key, r_hash_key, key, value, sum.
+type NodeRow = (Vec<u8>, Blob, Blob, Blob, Blob, i64);
+
+/// Selects [`NodeRow`]s (append the `WHERE`).
+const NODES: &str = "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM mssmt_nodes";
+
+/// Runs `sql` (several statements) on `conn`, as damage to a copy.
+async fn damage<DB: sqlx::Database>(conn: &mut DB::Connection, sql: &str)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(conn)
+        .await
+        .expect("damage");
+}
+
+/// The [`NodeRow`]s `sql` selects on `conn`, with `$1` bound to `ns` if
+/// given.
+async fn node_rows<DB: sqlx::Database>(
+    conn: &mut DB::Connection,
+    sql: &str,
+    ns: Option<&str>,
+) -> Vec<NodeRow>
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    NodeRow: for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let query = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()));
+    let query = match ns {
+        Some(ns) => query.bind(ns),
+        None => query,
+    };
+    query.fetch_all(conn).await.expect("rows")
+}
+
+/// The node rows and root row of `ns`, read on `conn`.
+async fn rows_of<DB: sqlx::Database>(
+    conn: &mut DB::Connection,
+    ns: &str,
+) -> (BTreeSet<NodeRow>, Blob)
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    NodeRow: for<'r> sqlx::FromRow<'r, DB::Row>,
+    Vec<u8>: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let sql = format!("{NODES} WHERE namespace = $1");
+    let rows = node_rows::<DB>(&mut *conn, &sql, Some(ns)).await;
+    let root = sqlx::query_scalar("SELECT root_hash FROM mssmt_roots WHERE namespace = $1")
+        .bind(ns)
+        .fetch_optional(&mut *conn)
+        .await
+        .expect("root");
+    (rows.into_iter().collect(), root)
+}
 
 /// The node rows and root row of `ns` in the tapd database `src`.
-async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>) {
-    let nodes = "SELECT hash_key, l_hash_key, r_hash_key, key, value, sum FROM mssmt_nodes \
-                 WHERE namespace = ";
-    let roots = "SELECT root_hash FROM mssmt_roots WHERE namespace = ";
+async fn read_rows(src: &str, ns: &str) -> (BTreeSet<NodeRow>, Blob) {
     if src.starts_with("postgres") {
         let mut conn = sqlx::PgConnection::connect(src).await.expect("connect");
-        let rows: Vec<RowTuple> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{nodes}$1")))
-            .bind(ns)
-            .fetch_all(&mut conn)
-            .await
-            .expect("rows");
-        let root = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{roots}$1")))
-            .bind(ns)
-            .fetch_optional(&mut conn)
-            .await
-            .expect("root");
-        (rows.into_iter().collect(), root)
+        rows_of::<sqlx::Postgres>(&mut conn, ns).await
     } else {
         let options = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(src)
@@ -651,17 +676,7 @@ async fn read_rows(src: &str, ns: &str) -> (BTreeSet<RowTuple>, Option<Vec<u8>>)
         let mut conn = sqlx::SqliteConnection::connect_with(&options)
             .await
             .expect("open");
-        let rows: Vec<RowTuple> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{nodes}?")))
-            .bind(ns)
-            .fetch_all(&mut conn)
-            .await
-            .expect("rows");
-        let root = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{roots}?")))
-            .bind(ns)
-            .fetch_optional(&mut conn)
-            .await
-            .expect("root");
-        (rows.into_iter().collect(), root)
+        rows_of::<sqlx::Sqlite>(&mut conn, ns).await
     }
 }
 

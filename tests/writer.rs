@@ -18,9 +18,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use ms_smt::store::MemoryStore;
-use ms_smt::{CompactedTree, Key, Leaf, PlanError, SubmitError, WriterConfig, verify_merkle_proof};
+use ms_smt::{
+    Compacted, CompactedTree, Key, Leaf, PlanError, SubmitError, Ticket, Writer, WriterConfig,
+    verify_merkle_proof,
+};
 use support::suite::*;
 use support::{hkey, map_root, unique};
+use tokio::task::JoinHandle;
 
 type Model = HashMap<Key, Leaf>;
 
@@ -43,6 +47,62 @@ fn waiting(wait: Duration) -> WriterConfig {
     }
 }
 
+/// `try_submit`s each of `pairs` alone, in order; the queue must have room
+/// for all of them (`what` says why it should).
+fn queue_each<S: ms_smt::store::TreeStore>(
+    writer: &Writer<S, Compacted>,
+    pairs: impl IntoIterator<Item = (Key, Leaf)>,
+    what: &str,
+) -> Vec<Ticket<S::Error>> {
+    pairs
+        .into_iter()
+        .map(|pair| writer.try_submit([pair]).expect(what))
+        .collect()
+}
+
+/// A task that submits `batches` in order through `writer` (the last with
+/// proofs when `proofs` is set), checks each receipt (its group holds the
+/// batch, its proofs verify at its root) and returns what it wrote.
+fn submitter<S: TestStore>(
+    writer: Writer<S, Compacted>,
+    batches: Vec<Vec<(Key, Leaf)>>,
+    proofs: bool,
+) -> JoinHandle<Vec<(Key, Leaf)>> {
+    tokio::spawn(async move {
+        let mut written = Vec::new();
+        let last = batches.len().saturating_sub(1);
+        for (i, batch) in batches.into_iter().enumerate() {
+            let receipt = if proofs && i == last {
+                writer.submit_with_proofs(batch.clone()).await
+            } else {
+                writer.submit(batch.clone()).await
+            }
+            .expect("acknowledged");
+            if let Some(proofs) = &receipt.proofs {
+                assert_eq!(proofs.len(), batch.len());
+                for ((key, leaf), proof) in batch.iter().zip(proofs) {
+                    assert!(
+                        verify_merkle_proof(key, leaf, proof, &receipt.root),
+                        "proof at the receipt's root"
+                    );
+                }
+            }
+            assert!(receipt.group_leaves >= batch.len());
+            written.extend(batch);
+        }
+        written
+    })
+}
+
+/// The model after everything the `tasks` wrote.
+async fn model_of(tasks: Vec<JoinHandle<Vec<(Key, Leaf)>>>) -> Model {
+    let mut model = Model::new();
+    for task in tasks {
+        apply(&mut model, &task.await.expect("task"));
+    }
+    model
+}
+
 /// 64 tasks × 8 one-leaf submissions (and 8 tasks of 10 leaves): every
 /// submission is acknowledged, groups were shared, every leaf reads back,
 /// the audit is clean, and a receipt's proofs verify at its root.
@@ -50,46 +110,21 @@ async fn many_submitters<S: TestStore>(store: S) {
     let tag = unique("many");
     let tree = CompactedTree::new(store.handle(&tag));
     let writer = tree.writer(WriterConfig::default());
-    let mut tasks = Vec::new();
-    for t in 0..72u64 {
-        let writer = writer.clone();
-        let tag = tag.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut written = Vec::new();
-            for i in 0..8u64 {
-                let size = if t < 64 { 1 } else { 10 };
-                let batch: Vec<(Key, Leaf)> = (0..size)
+    let tasks = (0..72u64).map(|t| {
+        let size = if t < 64 { 1 } else { 10 };
+        let batches = (0..8u64)
+            .map(|i| {
+                (0..size)
                     .map(|j| {
                         let n = t * 1000 + i * 10 + j;
                         (hkey(&tag, n), leaf(&format!("v{n}"), n + 1))
                     })
-                    .collect();
-                let receipt = if i == 7 {
-                    writer.submit_with_proofs(batch.clone()).await
-                } else {
-                    writer.submit(batch.clone()).await
-                }
-                .expect("acknowledged");
-                if let Some(proofs) = &receipt.proofs {
-                    assert_eq!(proofs.len(), batch.len());
-                    for ((key, leaf), proof) in batch.iter().zip(proofs) {
-                        assert!(
-                            verify_merkle_proof(key, leaf, proof, &receipt.root),
-                            "proof at the receipt's root"
-                        );
-                    }
-                }
-                assert!(receipt.group_leaves >= batch.len());
-                written.extend(batch);
-            }
-            written
-        }));
-    }
-    let mut model = Model::new();
-    for task in tasks {
-        let written = task.await.expect("task");
-        apply(&mut model, &written);
-    }
+                    .collect()
+            })
+            .collect();
+        submitter(writer.clone(), batches, true)
+    });
+    let model = model_of(tasks.collect()).await;
     let stats = writer.stats();
     writer.close().await;
     assert_eq!(stats.acknowledged, 72 * 8);
@@ -250,13 +285,8 @@ async fn close_drains<S: TestStore>(store: S) {
         max_group_leaves: 64,
         ..WriterConfig::default()
     });
-    let tickets: Vec<_> = (0..300u64)
-        .map(|i| {
-            writer
-                .try_submit([(hkey(&tag, i), leaf("x", i + 1))])
-                .expect("queued")
-        })
-        .collect();
+    let each = (0..300u64).map(|i| (hkey(&tag, i), leaf("x", i + 1)));
+    let tickets = queue_each(&writer, each, "queued");
     writer.close().await;
     assert!(matches!(
         writer.submit([(hkey(&tag, 999), leaf("late", 1))]).await,
@@ -288,26 +318,18 @@ async fn two_writers<S: TestStore>(store: S) {
     let mut writers = Vec::new();
     for (w, tree) in trees.iter().enumerate() {
         let writer = tree.writer(WriterConfig::default());
-        writers.push(writer.clone());
         for t in 0..16u64 {
-            let writer = writer.clone();
-            let tag = tag.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut written = Vec::new();
-                for i in 0..6u64 {
+            let batches = (0..6u64)
+                .map(|i| {
                     let n = (w as u64) * 100_000 + t * 100 + i;
-                    let pair = (hkey(&tag, n), leaf(&format!("{n}"), n + 1));
-                    writer.submit([pair.clone()]).await.expect("acknowledged");
-                    written.push(pair);
-                }
-                written
-            }));
+                    vec![(hkey(&tag, n), leaf(&format!("{n}"), n + 1))]
+                })
+                .collect();
+            tasks.push(submitter(writer.clone(), batches, false));
         }
+        writers.push(writer);
     }
-    let mut model = Model::new();
-    for task in tasks {
-        apply(&mut model, &task.await.expect("task"));
-    }
+    let model = model_of(tasks).await;
     for writer in writers {
         writer.close().await;
     }
@@ -326,13 +348,11 @@ async fn try_submit_refuses_when_full() {
         queue_bound: 3,
         ..WriterConfig::default()
     });
-    let tickets: Vec<_> = (0..3u64)
-        .map(|i| {
-            writer
-                .try_submit([(hkey("full", i), leaf("x", 1))])
-                .expect("room")
-        })
-        .collect();
+    let tickets = queue_each(
+        &writer,
+        (0..3u64).map(|i| (hkey("full", i), leaf("x", 1))),
+        "room",
+    );
     assert!(matches!(
         writer.try_submit([(hkey("full", 9), leaf("x", 1))]),
         Err(SubmitError::Full)
@@ -357,7 +377,6 @@ async fn try_submit_refuses_when_full() {
 mod failing_commits {
     use super::*;
     use ms_smt::failpoint::{Action, arm, disarm};
-    use support::stores::{SqliteDb, pg_store};
 
     async fn scenario<S: TestStore>(store: S) {
         let tag = unique("fail");
@@ -420,15 +439,13 @@ mod failing_commits {
             ..WriterConfig::default()
         });
         arm(&ns, "before_commit", Action::Error);
-        let tickets: Vec<_> = (0..40u64)
-            .map(|i| {
-                let pair = (hkey(&tag, i % 30), leaf(&format!("{i}"), i + 1));
-                (pair.clone(), writer.try_submit([pair]).expect("queued"))
-            })
+        let pairs: Vec<_> = (0..40u64)
+            .map(|i| (hkey(&tag, i % 30), leaf(&format!("{i}"), i + 1)))
             .collect();
+        let tickets = queue_each(&writer, pairs.clone(), "queued");
         let mut model = Model::new();
         let mut failed = 0;
-        for (i, (pair, ticket)) in tickets.into_iter().enumerate() {
+        for (i, (pair, ticket)) in pairs.into_iter().zip(tickets).enumerate() {
             if i == 20 {
                 arm(&ns, "after_commit", Action::Error);
             }
@@ -447,31 +464,6 @@ mod failing_commits {
         assert!(tree.audit().await.expect("audit").is_clean());
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn pipelined_sqlite() {
-        let db = SqliteDb::open("writer-pipe").await;
-        pipelined(db.store.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn pipelined_postgres() {
-        let Some(store) = pg_store("writer_pipelined::postgres").await else {
-            return;
-        };
-        pipelined(store).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sqlite() {
-        let db = SqliteDb::open("writer-fail").await;
-        scenario(db.store.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres() {
-        let Some(store) = pg_store("writer_failing_commits::postgres").await else {
-            return;
-        };
-        scenario(store).await;
-    }
+    on_every_store!(pipelined_groups => pipelined, sql);
+    on_every_store!(failed_commits => scenario, sql);
 }

@@ -1,7 +1,7 @@
 //! Tests whose writers run as child processes of the test binary itself
 //! (`tests/contention.rs`, `tests/crash.rs`): the child finds its spec, as
 //! JSON, in an environment variable, and reports to the parent line by line
-//! on stdout.
+//! on stdout. Their counts and seed come from the environment.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,6 +16,25 @@ use serde::{Deserialize, Serialize};
 pub enum Target {
     Sqlite(PathBuf),
     Postgres(String),
+}
+
+/// `var` parsed as a count, or `default` when it is unset or empty.
+pub fn count_from_env<T: std::str::FromStr>(var: &str, default: T) -> T {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={v} is not a count")),
+        _ => default,
+    }
+}
+
+/// The seed in `var` (to replay a run), or a random one when it is unset
+/// or empty.
+pub fn seed_from_env(var: &str) -> u64 {
+    match std::env::var(var) {
+        Ok(s) if !s.is_empty() => s.parse().expect(var),
+        _ => rand::random(),
+    }
 }
 
 /// One line to the parent; a closed pipe ends the child.

@@ -544,68 +544,75 @@ impl<S> Probe<S> {
 /// store: memory, SQLite and Postgres, and the SQL stores `*_cold`, with
 /// every node read from the database (no [`RecentNodes`]): the SQL read
 /// statements, which remembered nodes mostly skip.
+///
+/// `name => scenario::<L1, L2>` runs `async fn scenario<S, L>(&S)` for each
+/// layout in turn on each store; `name => scenario, sql` runs `scenario`
+/// on SQLite and Postgres only.
 #[allow(unused_macros)] // not every test crate uses it
 macro_rules! on_every_store {
+    ($name:ident => $scenario:ident::<$($layout:ty),+>) => {
+        $crate::support::suite::on_every_store!(@mod $name [memory sql cold] |store| {
+            $($scenario::<_, $layout>(&store).await;)+
+        });
+    };
+    ($name:ident => $scenario:ident, sql) => {
+        $crate::support::suite::on_every_store!(@mod $name [sql] |store| $scenario(store).await);
+    };
     ($name:ident => $scenario:ident) => {
+        $crate::support::suite::on_every_store!(@mod $name [memory sql cold] |store| {
+            $scenario(store).await
+        });
+    };
+    (@mod $name:ident [$($set:ident)+] |$store:ident| $run:expr) => {
         mod $name {
             use super::*;
-            use ms_smt::store::MemoryStore;
             use std::time::Instant;
             use $crate::support::stores::{SqliteDb, pg_store};
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn memory() {
-                let t = Instant::now();
-                $scenario(MemoryStore::new()).await;
-                eprintln!("{}::memory took {:?}", stringify!($name), t.elapsed());
-            }
+            $($crate::support::suite::on_every_store!(@$set $name |$store| $run);)+
+        }
+    };
+    (@memory $name:ident |$store:ident| $run:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn memory() {
+            let t = Instant::now();
+            let $store = ms_smt::store::MemoryStore::new();
+            $run;
+            eprintln!("{}::memory took {:?}", stringify!($name), t.elapsed());
+        }
+    };
+    (@sql $name:ident |$store:ident| $run:expr) => {
+        $crate::support::suite::on_every_store!(@sql_pair $name |$store| $run, sqlite postgres []);
+    };
+    (@cold $name:ident |$store:ident| $run:expr) => {
+        $crate::support::suite::on_every_store!(
+            @sql_pair $name |$store| $run, sqlite_cold postgres_cold [.with_recent_nodes(0)]
+        );
+    };
+    // `[$($cold)*]` turns the store into the one the test runs on.
+    (@sql_pair $name:ident |$store:ident| $run:expr, $sqlite:ident $postgres:ident
+     [$($cold:tt)*]) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let t = Instant::now();
+            let db = SqliteDb::open(concat!(stringify!($name), "-", stringify!($sqlite))).await;
+            let $store = db.store.clone()$($cold)*;
+            $run;
+            db.store.pool().close().await;
+            eprintln!("{}::{} took {:?}", stringify!($name), stringify!($sqlite), t.elapsed());
+        }
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let t = Instant::now();
-                let db = SqliteDb::open(stringify!($name)).await;
-                $scenario(db.store.clone()).await;
-                db.store.pool().close().await;
-                eprintln!("{}::sqlite took {:?}", stringify!($name), t.elapsed());
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let t = Instant::now();
-                let Some(store) = pg_store(concat!(stringify!($name), "::postgres")).await else {
-                    return;
-                };
-                $scenario(store.clone()).await;
-                store.pool().close().await;
-                eprintln!("{}::postgres took {:?}", stringify!($name), t.elapsed());
-            }
-
-            /// SQLite with every node read from the database.
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite_cold() {
-                let t = Instant::now();
-                let db = SqliteDb::open(concat!(stringify!($name), "-cold")).await;
-                $scenario(db.store.clone().with_recent_nodes(0)).await;
-                db.store.pool().close().await;
-                eprintln!("{}::sqlite_cold took {:?}", stringify!($name), t.elapsed());
-            }
-
-            /// Postgres with every node read from the database.
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres_cold() {
-                let t = Instant::now();
-                let Some(store) = pg_store(concat!(stringify!($name), "::postgres_cold")).await
-                else {
-                    return;
-                };
-                $scenario(store.clone().with_recent_nodes(0)).await;
-                store.pool().close().await;
-                eprintln!(
-                    "{}::postgres_cold took {:?}",
-                    stringify!($name),
-                    t.elapsed()
-                );
-            }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let t = Instant::now();
+            let test = concat!(stringify!($name), "::", stringify!($postgres));
+            let Some(pg) = pg_store(test).await else {
+                return;
+            };
+            let $store = pg.clone()$($cold)*;
+            $run;
+            pg.pool().close().await;
+            eprintln!("{test} took {:?}", t.elapsed());
         }
     };
 }
