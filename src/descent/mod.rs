@@ -18,5 +18,5 @@ pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;
 
 pub(crate) use items::{batch_sum, prepare, sorted_keys};
-pub(crate) use plan::plan_items;
+pub(crate) use plan::{fork_here, on_two_threads, plan_items};
 pub(crate) use source::sibling_sum;

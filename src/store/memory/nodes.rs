@@ -7,6 +7,7 @@
 
 use std::hash::BuildHasher;
 
+use crate::descent::{fork_here, on_two_threads};
 use crate::hash::Hash;
 use crate::node::Node;
 use crate::position::Position;
@@ -104,8 +105,12 @@ impl Nodes {
 
     /// [`add_ref`](Self::add_ref) for each of `inserts`, in order. Each
     /// chunk's buckets are read together first, so their cache misses
-    /// overlap instead of stalling one insert at a time.
+    /// overlap instead of stalling one insert at a time. A large batch
+    /// runs on two threads ([`add_refs_split`](Self::add_refs_split)).
     pub(super) fn add_refs(&mut self, inserts: &[(Position, Hash, Node)]) {
+        if inserts.len() >= SPLIT_COMMIT && fork_here(inserts.len(), false) {
+            return self.add_refs_split(inserts);
+        }
         for chunk in inserts.chunks(WARM_AHEAD) {
             self.index.reserve(chunk.len(), &self.slab);
             let mut warm = 0u64;
@@ -115,6 +120,49 @@ impl Nodes {
             std::hint::black_box(warm);
             for (_, hash, node) in chunk {
                 self.add_ref(hash, node);
+            }
+        }
+    }
+
+    /// [`add_refs`](Self::add_refs) on two threads: one files every hash
+    /// in the index, the other copies every node into new entries (a full
+    /// build's commit is millions of both, each bound by cache misses and
+    /// page faults). The index files insert `i` at slot `len + i`; a hash
+    /// already stored (or earlier in the batch) counts a reference there
+    /// instead, and its unused entry is swapped out afterwards.
+    fn add_refs_split(&mut self, inserts: &[(Position, Hash, Node)]) {
+        let base = self.slab.len();
+        let (index, slab) = (&mut self.index, &self.slab);
+        let (dups, fresh) = on_two_threads(
+            move || index.file_all(inserts, slab),
+            || {
+                inserts
+                    .iter()
+                    .map(|(_, hash, node)| Entry {
+                        hash: *hash,
+                        node: node.clone(),
+                        refs: 1,
+                    })
+                    .collect::<Vec<_>>()
+            },
+        );
+        if self.slab.is_empty() {
+            self.slab = fresh;
+        } else {
+            self.slab.extend(fresh);
+        }
+        for &(_, slot) in &dups {
+            if let Some(e) = self.slab.get_mut(slot) {
+                e.refs += 1;
+            }
+        }
+        // Later duplicates first: the slab's last entry, which takes each
+        // one's slot, is then always a filed one.
+        for &(i, _) in dups.iter().rev() {
+            let at = base + i;
+            self.slab.swap_remove(at);
+            if let Some(moved) = self.slab.get(at) {
+                self.index.repoint(&moved.hash, self.slab.len(), at);
             }
         }
     }
@@ -156,6 +204,10 @@ impl Nodes {
 
 /// Inserts whose index buckets [`Nodes::add_refs`] reads ahead together.
 const WARM_AHEAD: usize = 16;
+
+/// Inserts from which a commit runs on two threads ([`Nodes::add_refs`]):
+/// a thread costs tens of microseconds, a commit this large milliseconds.
+const SPLIT_COMMIT: usize = 1 << 14;
 
 /// An open-addressing table (linear probing) from node hash to slab slot.
 ///
@@ -200,6 +252,15 @@ impl Index {
     /// The bucket holding `hash` (`Ok`), or the empty bucket where it
     /// would go (`Err`; `usize::MAX` when the table has no buckets).
     fn find(&self, hash: &Hash, slab: &[Entry]) -> Result<usize, usize> {
+        self.find_by(hash, |slot| slab.get(slot).map(|e| &e.hash))
+    }
+
+    /// [`find`](Self::find) with the hash at each slot from `stored`.
+    fn find_by<'h>(
+        &self,
+        hash: &Hash,
+        stored: impl Fn(usize) -> Option<&'h Hash>,
+    ) -> Result<usize, usize> {
         if self.buckets.is_empty() {
             return Err(usize::MAX);
         }
@@ -212,11 +273,43 @@ impl Index {
             if s == 0 {
                 return Err(i);
             }
-            if t == tag && slab.get((s - 1) as usize).is_some_and(|e| e.hash == *hash) {
+            if t == tag && stored((s - 1) as usize).is_some_and(|h| h == hash) {
                 return Ok(i);
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// Files the hashes of `inserts`, insert `i` at slot `slab.len() + i`
+    /// (its entry is to follow `slab`'s); returns `(i, slot)` for each
+    /// insert whose hash was filed already, at `slot`.
+    fn file_all(
+        &mut self,
+        inserts: &[(Position, Hash, Node)],
+        slab: &[Entry],
+    ) -> Vec<(usize, usize)> {
+        let base = slab.len();
+        self.reserve(inserts.len(), slab);
+        let stored = |slot: usize| match slot.checked_sub(base) {
+            None => slab.get(slot).map(|e| &e.hash),
+            Some(i) => inserts.get(i).map(|ins| &ins.1),
+        };
+        let mut dups = Vec::new();
+        for (c, chunk) in inserts.chunks(WARM_AHEAD).enumerate() {
+            let mut warm = 0u64;
+            for (_, hash, _) in chunk {
+                warm ^= self.home_word(hash);
+            }
+            std::hint::black_box(warm);
+            for (j, (_, hash, _)) in chunk.iter().enumerate() {
+                let i = c * WARM_AHEAD + j;
+                match self.find_by(hash, stored) {
+                    Ok(bucket) => dups.extend(self.slot(bucket).map(|slot| (i, slot))),
+                    Err(empty) => self.fill(empty, hash, base + i),
+                }
+            }
+        }
+        dups
     }
 
     /// Files `slot` for `hash` in the empty `bucket` [`find`](Self::find)
@@ -238,7 +331,11 @@ impl Index {
         }
         let want = (need.saturating_mul(4) / 3 + 1).next_power_of_two();
         let size = want.max(self.buckets.len() * 2).max(16);
-        self.buckets = vec![[0; 2]; size];
+        // Written, not left to `calloc`: a zeroed page is mapped on its
+        // first read and copied on its first write, two faults in random
+        // order, where writing it all first is one fault each, in order.
+        self.buckets = Vec::with_capacity(size);
+        self.buckets.resize(size, [0; 2]);
         self.len = 0;
         for (slot, e) in slab.iter().enumerate() {
             if let Err(empty) = self.find(&e.hash, &[]) {
@@ -358,5 +455,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A commit large enough for two threads leaves the same entries and
+    /// counts as one insert at a time: duplicates within the batch and of
+    /// stored nodes included.
+    #[test]
+    fn split_commit_matches_one_at_a_time() {
+        crate::descent::set_descent_threads(2);
+        let mut rng = StdRng::seed_from_u64(12);
+        let node = |h: &Hash| Node::Leaf(Leaf::new(h.0.to_vec(), 1));
+        let hash = |rng: &mut StdRng| {
+            let mut h = [0u8; 32];
+            rng.fill(&mut h[..]);
+            Hash(h)
+        };
+        let stored: Vec<Hash> = (0..1_000).map(|_| hash(&mut rng)).collect();
+        let mut batch: Vec<Hash> = (0..super::SPLIT_COMMIT).map(|_| hash(&mut rng)).collect();
+        for i in (0..batch.len()).step_by(37) {
+            batch[i] = if i % 2 == 0 {
+                stored[i % stored.len()]
+            } else {
+                batch[i / 3]
+            };
+        }
+        let inserts: Vec<_> = batch
+            .iter()
+            .map(|h| (crate::position::Position::ROOT, *h, node(h)))
+            .collect();
+        let (mut split, mut serial) = (Nodes::default(), Nodes::default());
+        for h in &stored {
+            split.add_ref(h, &node(h));
+            serial.add_ref(h, &node(h));
+        }
+        split.add_refs(&inserts);
+        for (_, h, n) in &inserts {
+            serial.add_ref(h, n);
+        }
+        assert_eq!(split.len(), serial.len());
+        for e in serial.iter() {
+            let got = split.get(&e.hash).map(|g| (g.refs, &g.node));
+            assert_eq!(got, Some((e.refs, &e.node)));
+        }
+        crate::descent::set_descent_threads(0);
     }
 }
