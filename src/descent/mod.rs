@@ -3,6 +3,7 @@
 //! change as one [`UpdateBatch`]. Nothing here is async or names a store.
 
 mod batch;
+mod chains;
 mod compacted;
 mod fate;
 mod full;
