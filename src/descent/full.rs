@@ -172,7 +172,7 @@ fn build_in<'a, R: NodeSource>(
             } else {
                 (
                     build_in(p, next, left, offset, chains.as_deref_mut())?,
-                    build_in(p, next, right, offset + split, chains.as_deref_mut())?,
+                    build_in(p, next, right, offset + split, chains)?,
                 )
             };
             let joined = join(split_level, l, r)?;

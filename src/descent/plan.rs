@@ -319,7 +319,10 @@ fn append(dst: &mut Vec<(Position, Hash, Node)>, src: Vec<(Position, Hash, Node)
 /// uninitialized capacity.
 fn prefault(spare: &mut [std::mem::MaybeUninit<(Position, Hash, Node)>]) {
     const PAGE: usize = 4096;
-    let stride = (PAGE / std::mem::size_of::<(Position, Hash, Node)>()).max(1);
+    let stride = PAGE
+        .checked_div(std::mem::size_of::<(Position, Hash, Node)>())
+        .unwrap_or(1)
+        .max(1);
     for slot in spare.iter_mut().step_by(stride) {
         slot.write((
             Position::ROOT,
