@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::nodes::{Dropped, Entry, Nodes};
 
+use crate::store::traits::path_starts;
+
 use crate::audit::nodes::{NodeScan, audit_nodes_with};
 use crate::audit::report::AuditReport;
 use crate::descent::{self, Item, NodeCache, UpdateBatch};
@@ -178,20 +180,9 @@ impl Space {
     }
 
     /// The nodes a descent of `items` from `root` reads: the read phase
-    /// of an optimistic write, under the write lock.
+    /// of a locked write, under the write lock.
     fn path_cache(&self, kind: LayoutKind, root: &ComputedNode, items: &[Item<'_>]) -> NodeCache {
-        let starts: Vec<PathStart> = items
-            .iter()
-            .map(|it| PathStart {
-                hash: root.hash,
-                level: 0,
-                key: it.key,
-            })
-            .collect();
-        // As the tree's read phase: only a compacted delete may pull an
-        // untouched sibling up.
-        let siblings =
-            matches!(kind, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
+        let (starts, siblings) = path_starts(kind, root, items);
         let mut cache = NodeCache::new();
         cache.extend(self.paths(&starts, siblings));
         cache
