@@ -2,7 +2,8 @@
 //! branch on every path is stored, leaves sit at level 256 keyed by leaf hash.
 
 use crate::descent::NodeSource;
-use crate::descent::items::{Item, nonempty_span};
+use crate::descent::chains::Chains;
+use crate::descent::items::{Item, nonempty_range};
 use crate::descent::plan::{Planner, Sub, fork_here};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
@@ -121,24 +122,57 @@ fn build<'a, R: NodeSource>(
     level: usize,
     items: &[Item<'a>],
 ) -> Result<Sub<'a>, PlanError> {
-    let Some(items) = nonempty_span(items) else {
+    let Some(range) = nonempty_range(items) else {
         return Ok(Sub::Empty);
     };
+    let items = &items[range];
+    let mut targets = Vec::new();
+    let mut chains = Chains::new(level, items, &mut targets);
+    build_in(p, level, items, 0, chains.as_mut())
+}
+
+/// [`build`] of `items`, which sit at `offset` in the span `chains` climbs.
+fn build_in<'a, R: NodeSource>(
+    p: &mut Planner<'a, R>,
+    level: usize,
+    items: &[Item<'a>],
+    offset: usize,
+    mut chains: Option<&mut Chains<'_, 'a>>,
+) -> Result<Sub<'a>, PlanError> {
+    let Some(range) = nonempty_range(items) else {
+        return Ok(Sub::Empty);
+    };
+    let offset = offset + range.start();
+    let items = &items[range];
     let head = items[0];
     let (mut node, from) = match head.key.first_difference(&items[items.len() - 1].key) {
-        None => (new_leaf(p, &head), MAX_LEVEL),
+        None => {
+            if let Some(hashes) = chains.and_then(|c| c.take(offset, level)) {
+                return Ok(climbed(p, level, &head, hashes));
+            }
+            (new_leaf(p, &head), MAX_LEVEL)
+        }
         Some(split_level) => {
             let split = items.partition_point(|it| !it.key.bit(split_level));
+            let (left, right) = (&items[..split], &items[split..]);
+            let next = split_level + 1;
             let (l, r) = if fork_here(items.len(), p.forked) {
+                let (mut lc, mut rc) = match chains.as_deref_mut() {
+                    Some(c) => {
+                        let (lc, rc) = c.split(offset + split, offset + items.len());
+                        (Some(lc), Some(rc))
+                    }
+                    None => (None, None),
+                };
                 let (l, r) = p.fork(
-                    |lp| build(lp, split_level + 1, &items[..split]),
-                    |rp| build(rp, split_level + 1, &items[split..]),
+                    |lp| build_in(lp, next, left, offset, lc.as_mut()),
+                    |rp| build_in(rp, next, right, offset + split, rc.as_mut()),
                 );
                 (l?, r?)
             } else {
                 (
-                    build(p, split_level + 1, &items[..split])?,
-                    build(p, split_level + 1, &items[split..])?,
+                    build_in(p, next, left, offset, chains.as_deref_mut())?,
+                    build_in(p, next, right, offset + split, chains)?,
                 )
             };
             let joined = join(split_level, l, r)?;
@@ -149,16 +183,57 @@ fn build<'a, R: NodeSource>(
     // One-child branches from `from` up to `level`.
     let sum = node.sum();
     for lvl in (level..from).rev() {
-        let empty = empty_hash(lvl + 1);
-        let child = node.hash(lvl + 1);
-        let (left, right) = if head.key.bit(lvl) {
-            (empty, child)
-        } else {
-            (child, empty)
-        };
+        let (left, right) = lone_children(&head, lvl, node.hash(lvl + 1));
         let hash = branch_hash(&left, &right, sum);
         p.insert(lvl, &head.key, hash, Node::Branch { left, right, sum });
         node = Sub::Branch(ComputedNode::new(hash, sum));
     }
     Ok(node)
+}
+
+/// The children of the one-child branch at `lvl` on `item`'s path over
+/// `child`.
+fn lone_children(item: &Item<'_>, lvl: usize, child: Hash) -> (Hash, Hash) {
+    let empty = empty_hash(lvl + 1);
+    if item.key.bit(lvl) {
+        (empty, child)
+    } else {
+        (child, empty)
+    }
+}
+
+/// Queues the leaf `item` and its lone climb to `level`, whose hashes
+/// [`Chains`] computed (`hashes[lvl]` for each level, 256 the leaf's), in
+/// the order the climb one level at a time queues them.
+fn climbed<'a, R: NodeSource>(
+    p: &mut Planner<'a, R>,
+    level: usize,
+    item: &Item<'a>,
+    hashes: &[Hash],
+) -> Sub<'a> {
+    let leaf_hash = hashes[MAX_LEVEL];
+    p.insert(
+        MAX_LEVEL,
+        &item.key,
+        leaf_hash,
+        Node::Leaf(item.leaf.clone()),
+    );
+    let sum = item.leaf.sum();
+    for lvl in (level..MAX_LEVEL).rev() {
+        let (left, right) = lone_children(item, lvl, hashes[lvl + 1]);
+        p.insert(
+            lvl,
+            &item.key,
+            hashes[lvl],
+            Node::Branch { left, right, sum },
+        );
+    }
+    if level == MAX_LEVEL {
+        Sub::Leaf {
+            hash: leaf_hash,
+            leaf: item.leaf,
+        }
+    } else {
+        Sub::Branch(ComputedNode::new(hashes[level], sum))
+    }
 }

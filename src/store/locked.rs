@@ -10,7 +10,7 @@ use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::store::blocking::hashing;
-use crate::store::traits::{CommitOutcome, PathStart, ReadAt, TreeStore};
+use crate::store::traits::{CommitOutcome, ReadAt, TreeStore, path_starts};
 
 /// Writes `batch` with `kind`'s descent through `store`, which must hold
 /// the namespace's write lock (nothing else can move the root meanwhile),
@@ -27,18 +27,9 @@ pub(crate) async fn write_planned<S: TreeStore>(
     if items.is_empty() {
         return Ok(root);
     }
-    // Only a compacted delete may pull an untouched sibling up.
-    let siblings = kind == LayoutKind::Compacted && items.iter().any(|it| it.leaf.is_empty());
     let mut cache = NodeCache::new();
     if !is_empty_hash(0, &root.hash) {
-        let starts: Vec<PathStart> = items
-            .iter()
-            .map(|it| PathStart {
-                hash: root.hash,
-                level: 0,
-                key: it.key,
-            })
-            .collect();
+        let (starts, siblings) = path_starts(kind, &root, &items);
         let nodes = store
             .read_paths(ReadAt::Current, &starts, siblings)
             .await

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use crate::audit::report::AuditReport;
-use crate::descent::UpdateBatch;
+use crate::descent::{Item, UpdateBatch};
 use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -27,6 +27,26 @@ pub struct PathStart {
     pub level: usize,
     /// The key to follow.
     pub key: crate::key::Key,
+}
+
+/// The read phase of a locked write of `items` under `root`: every key's
+/// path from the root, and whether the siblings beside them are read too
+/// (only a compacted delete may pull an untouched sibling up).
+pub(crate) fn path_starts(
+    kind: LayoutKind,
+    root: &ComputedNode,
+    items: &[Item<'_>],
+) -> (Vec<PathStart>, bool) {
+    let starts = items
+        .iter()
+        .map(|it| PathStart {
+            hash: root.hash,
+            level: 0,
+            key: it.key,
+        })
+        .collect();
+    let siblings = kind == LayoutKind::Compacted && items.iter().any(|it| it.leaf.is_empty());
+    (starts, siblings)
 }
 
 /// Which tree of a namespace a read sees.

@@ -10,9 +10,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::nodes::{Dropped, Entry, Nodes};
 
+use crate::store::traits::path_starts;
+
 use crate::audit::nodes::{NodeScan, audit_nodes_with};
 use crate::audit::report::AuditReport;
-use crate::descent::{self, NodeSource, UpdateBatch};
+use crate::descent::{self, Item, NodeCache, UpdateBatch};
 use crate::empty::is_empty_hash;
 use crate::error::TreeError;
 use crate::hash::Hash;
@@ -69,12 +71,6 @@ struct Space {
     pins: BTreeMap<String, Pin>,
 }
 
-impl NodeSource for Space {
-    fn node(&self, hash: &Hash) -> Option<&Node> {
-        self.nodes.get(hash).map(|e| &e.node)
-    }
-}
-
 impl Default for Space {
     fn default() -> Self {
         Space {
@@ -108,18 +104,88 @@ impl Space {
             if is_empty_hash(pos.level(), &hash) || pos.last_key().tree_cmp(probe).is_lt() {
                 continue;
             }
-            let Some(entry) = self.nodes.get(&hash) else {
+            let Some(node) = self.nodes.get(&hash) else {
                 continue;
             };
-            out.push((hash, entry.node.clone()));
-            if let Node::Branch { left, right, .. } = &entry.node
+            let node = node.into_owned();
+            if let Node::Branch { left, right, .. } = &node
                 && pos.level() < MAX_LEVEL
             {
                 stack.push((pos.child(true), *right));
                 stack.push((pos.child(false), *left));
             }
+            out.push((hash, node));
         }
         out
+    }
+
+    /// The nodes on the paths from `starts` (see
+    /// [`TreeStore::read_paths`]), with the siblings beside them when
+    /// `siblings`.
+    fn paths(&self, starts: &[PathStart], siblings: bool) -> Vec<(Hash, Node)> {
+        let mut out = Vec::new();
+        // Sorted keys from one start share their top nodes: a walk resumes
+        // where it leaves the previous key's path, so each shared node is
+        // looked up and handed out once.
+        // `path` holds the hashes of the current walk from its start's
+        // level down, `prev` the previous walk's (buffers reused).
+        let track = starts.len() > 1;
+        let (mut path, mut prev): (Vec<Hash>, Vec<Hash>) = (Vec::new(), Vec::new());
+        let mut prev_start: Option<&PathStart> = None;
+        for start in starts {
+            let (mut hash, mut level) = (start.hash, start.level);
+            let mut emit_from = level;
+            path.clear();
+            if let Some(p) = prev_start
+                && p.hash == start.hash
+                && p.level == start.level
+                && !prev.is_empty()
+            {
+                // The node at level L depends on the key bits above L only.
+                let common = p.key.first_difference(&start.key).unwrap_or(MAX_LEVEL);
+                let shared = common.min(start.level + prev.len() - 1);
+                path.extend_from_slice(&prev[..=shared - start.level]);
+                (hash, level) = (prev[shared - start.level], shared);
+                emit_from = shared + 1;
+            }
+            while let Some(node) = self.nodes.get(&hash) {
+                let node = node.into_owned();
+                let children = match &node {
+                    Node::Branch { left, right, .. } if level < MAX_LEVEL => Some((*left, *right)),
+                    _ => None,
+                };
+                if level >= emit_from {
+                    out.push((hash, node));
+                    if track {
+                        path.push(hash);
+                    }
+                }
+                let Some((left, right)) = children else {
+                    break;
+                };
+                let (next, other) = if start.key.bit(level) {
+                    (right, left)
+                } else {
+                    (left, right)
+                };
+                if let Some(n) = self.nodes.get(&other).filter(|_| siblings) {
+                    out.push((other, n.into_owned()));
+                }
+                (hash, level) = (next, level + 1);
+            }
+            std::mem::swap(&mut path, &mut prev);
+            prev_start = Some(start);
+        }
+        out
+    }
+
+    /// The nodes a descent of `items` from `root` reads: the read phase
+    /// of a locked write, under the write lock.
+    fn path_cache(&self, kind: LayoutKind, root: &ComputedNode, items: &[Item<'_>]) -> NodeCache {
+        let (starts, siblings) = path_starts(kind, root, items);
+        let mut cache = NodeCache::new();
+        cache.extend(self.paths(&starts, siblings));
+        cache
     }
 
     /// The root of the tree `at` names.
@@ -137,20 +203,20 @@ impl Space {
     }
 
     /// Calls `visit` once per position of the tree under `root` with the
-    /// node there (depth first).
+    /// node there and its level (depth first).
     fn each_position(
         &self,
         root: &ComputedNode,
-        mut visit: impl FnMut(&Hash, &Node),
+        mut visit: impl FnMut(&Hash, usize, &Node),
     ) -> Result<(), MemoryError> {
         let mut stack = Vec::new();
         if !is_empty_hash(0, &root.hash) {
             stack.push((root.hash, 0usize));
         }
         while let Some((hash, level)) = stack.pop() {
-            let entry = self.nodes.get(&hash).ok_or(MemoryError::Missing { hash })?;
-            visit(&hash, &entry.node);
-            if let Node::Branch { left, right, .. } = &entry.node
+            let node = self.nodes.get(&hash).ok_or(MemoryError::Missing { hash })?;
+            visit(&hash, level, &node);
+            if let Node::Branch { left, right, .. } = &*node
                 && level < MAX_LEVEL
             {
                 for child in [left, right] {
@@ -166,11 +232,9 @@ impl Space {
     /// Takes one reference per position of the tree under `root`.
     fn hold(&mut self, root: &ComputedNode) -> Result<(), MemoryError> {
         let mut held: Vec<Hash> = Vec::new();
-        self.each_position(root, |hash, _| held.push(*hash))?;
+        self.each_position(root, |hash, _, _| held.push(*hash))?;
         for hash in held {
-            if let Some(e) = self.nodes.get_mut(&hash) {
-                e.refs += 1;
-            }
+            self.nodes.take_ref(&hash);
         }
         Ok(())
     }
@@ -179,7 +243,7 @@ impl Space {
     /// nodes no position holds any more.
     fn release(&mut self, root: &ComputedNode) -> Result<(), MemoryError> {
         let mut held: Vec<Hash> = Vec::new();
-        self.each_position(root, |hash, _| held.push(*hash))?;
+        self.each_position(root, |hash, _, _| held.push(*hash))?;
         for hash in held {
             self.nodes.drop_ref(&hash);
         }
@@ -222,7 +286,7 @@ impl MemoryStore {
         let nodes = space
             .nodes
             .iter()
-            .map(|e| (e.hash, e.node.clone(), e.refs))
+            .map(|(hash, node, refs)| (hash, node.into_owned(), refs))
             .collect();
         Ok(NodeScan {
             root: space.root,
@@ -275,7 +339,7 @@ impl MemoryStore {
         let mut rows: Vec<_> = space
             .nodes
             .iter()
-            .map(|e| (e.hash, e.node.clone(), e.refs))
+            .map(|(hash, node, refs)| (hash, node.into_owned(), refs))
             .collect();
         rows.sort_unstable_by_key(|r| r.0);
         Ok(rows)
@@ -315,9 +379,7 @@ impl MemoryStore {
             space.nodes.restore(entry);
         }
         for (_, hash) in &batch.deletes[..deletes_done] {
-            if let Some(e) = space.nodes.get_mut(hash) {
-                e.refs += 1;
-            }
+            space.nodes.take_ref(hash);
         }
         // `removed` entries were re-inserted with refs 0 before their delete;
         // the loop above restored them to 1 along with the others.
@@ -343,57 +405,7 @@ impl TreeStore for MemoryStore {
     ) -> Result<Vec<(Hash, Node)>, MemoryError> {
         self.counters.round_trip(1);
         let space = self.read()?;
-        let mut out = Vec::new();
-        // Sorted keys from one start share their top nodes: a walk resumes
-        // where it leaves the previous key's path, so each shared node is
-        // looked up and handed out once.
-        // `path` holds the hashes of the current walk from its start's
-        // level down, `prev` the previous walk's (buffers reused).
-        let track = starts.len() > 1;
-        let (mut path, mut prev): (Vec<Hash>, Vec<Hash>) = (Vec::new(), Vec::new());
-        let mut prev_start: Option<&PathStart> = None;
-        for start in starts {
-            let (mut hash, mut level) = (start.hash, start.level);
-            let mut emit_from = level;
-            path.clear();
-            if let Some(p) = prev_start
-                && p.hash == start.hash
-                && p.level == start.level
-                && !prev.is_empty()
-            {
-                // The node at level L depends on the key bits above L only.
-                let common = p.key.first_difference(&start.key).unwrap_or(MAX_LEVEL);
-                let shared = common.min(start.level + prev.len() - 1);
-                path.extend_from_slice(&prev[..=shared - start.level]);
-                (hash, level) = (prev[shared - start.level], shared);
-                emit_from = shared + 1;
-            }
-            while let Some(entry) = space.nodes.get(&hash) {
-                if level >= emit_from {
-                    out.push((hash, entry.node.clone()));
-                    if track {
-                        path.push(hash);
-                    }
-                }
-                let Node::Branch { left, right, .. } = &entry.node else {
-                    break;
-                };
-                if level >= MAX_LEVEL {
-                    break;
-                }
-                let (next, other) = if start.key.bit(level) {
-                    (*right, *left)
-                } else {
-                    (*left, *right)
-                };
-                if let Some(e) = space.nodes.get(&other).filter(|_| siblings) {
-                    out.push((other, e.node.clone()));
-                }
-                (hash, level) = (next, level + 1);
-            }
-            std::mem::swap(&mut path, &mut prev);
-            prev_start = Some(start);
-        }
+        let out = space.paths(starts, siblings);
         self.counters.read(out.len() as u64);
         Ok(out)
     }
@@ -407,7 +419,7 @@ impl TreeStore for MemoryStore {
         let space = self.read()?;
         let out: Vec<(Hash, Node)> = nodes
             .iter()
-            .filter_map(|(_, h)| space.nodes.get(h).map(|e| (*h, e.node.clone())))
+            .filter_map(|(_, h)| space.nodes.get(h).map(|n| (*h, n.into_owned())))
             .collect();
         self.counters.read(out.len() as u64);
         Ok(out)
@@ -485,8 +497,9 @@ impl TreeStore for MemoryStore {
             .write()
             .map_err(|_| TreeError::Store(MemoryError::Poisoned))?;
         let root = space.root;
+        let cache = space.path_cache(kind, &root, &items);
         let update = hashing(items.len(), || {
-            descent::plan_items(kind, &*space, root, &items)
+            descent::plan_items(kind, &cache, root, &items)
         })?;
         if !update.is_noop() {
             let written = Self::apply(&mut space, &update).map_err(TreeError::Store)?;
@@ -570,7 +583,7 @@ impl BulkStore for MemoryStore {
             let space = self.read()?;
             let root = space.root_at(at)?;
             let mut copied = Nodes::default();
-            space.each_position(&root, |hash, node| copied.add_ref(hash, node))?;
+            space.each_position(&root, |hash, level, node| copied.add_ref(level, hash, node))?;
             (root, copied)
         };
         let mut space = target.space.write().map_err(|_| MemoryError::Poisoned)?;
