@@ -200,7 +200,8 @@ on_every_store!(writer_queue_order => queue_order);
 /// One group (the writer waits 300 ms): A nearly fills the u64 sum, B would
 /// overflow it and is rejected alone, C fits, D's own leaves overflow
 /// (rejected before any read), E replaces A's leaf with a larger one that
-/// still fits because A's sum is replaced, not added.
+/// still fits because A's sum is replaced, not added. Then F, alone in its
+/// group, would overflow and is rejected.
 async fn overflow_alone<S: TestStore>(store: S) {
     let tag = unique("overflow");
     let tree = CompactedTree::new(store.handle(&tag));
@@ -233,6 +234,13 @@ async fn overflow_alone<S: TestStore>(store: S) {
         Err(SubmitError::Rejected(PlanError::BatchSumOverflow))
     ));
     assert_eq!(e.root.sum, u64::MAX - 6 + 5 + 1);
+    // Alone in its group (nothing else queued or in flight), a submission
+    // that would overflow is rejected the same way.
+    let alone = writer.submit([(k(6), leaf("f", 10))]).await;
+    assert!(
+        matches!(alone, Err(SubmitError::Rejected(PlanError::Overflow(_)))),
+        "{alone:?}"
+    );
     let model: Model = [
         (k(100), leaf("seed", 1)),
         (k(1), leaf("e", u64::MAX - 6)),
@@ -242,7 +250,7 @@ async fn overflow_alone<S: TestStore>(store: S) {
     .collect();
     assert_eq!(tree.root().await.expect("root"), map_root(&model).await);
     let stats = writer.stats();
-    assert_eq!((stats.rejected, stats.acknowledged), (2, 3));
+    assert_eq!((stats.rejected, stats.acknowledged), (3, 3));
     writer.close().await;
 }
 on_every_store!(writer_overflow_alone => overflow_alone);

@@ -44,6 +44,16 @@ pub struct NetChange<'a> {
 }
 
 impl UpdateBatch {
+    /// The batch that changes nothing at `root`.
+    pub fn noop(root: ComputedNode) -> Self {
+        UpdateBatch {
+            old_root: root,
+            new_root: root,
+            inserts: Vec::new(),
+            deletes: Vec::new(),
+        }
+    }
+
     /// True when applying the batch would change nothing.
     pub fn is_noop(&self) -> bool {
         self.inserts.is_empty() && self.deletes.is_empty() && self.old_root == self.new_root

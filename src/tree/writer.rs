@@ -444,9 +444,10 @@ struct Planned {
     update: Arc<UpdateBatch>,
     /// Submissions rejected alone (index in the group, why).
     rejected: Vec<(usize, PlanError)>,
-    /// Every node read for the plan and every node it wrote: the overlay
-    /// the next group plans on before this one commits, and the source of
-    /// the proofs at the new root.
+    /// Every node read for the plan and, unless the group was planned to
+    /// commit alone with no proofs, every node it wrote: the overlay the
+    /// next group plans on before this one commits, and the source of the
+    /// proofs at the new root.
     nodes: NodeCache,
 }
 
@@ -477,7 +478,9 @@ where
     /// flight at a time: while group k commits, group k+1 gathers and is
     /// planned on group k's planned (not yet committed) tree; it commits
     /// once group k has, or is planned again on the committed tree if group
-    /// k did not land as planned.
+    /// k did not land as planned. A lone submission (nothing in flight,
+    /// nothing queued) commits on this task, so it pays what a direct
+    /// `insert_many` does plus two hand-offs.
     async fn run(self, mut queue: mpsc::Receiver<Pending<S::Error>>) {
         let mut inflight: Option<InFlight<S::Error>> = None;
         loop {
@@ -490,7 +493,7 @@ where
                     biased;
                     joined = &mut f.commit => {
                         if let Some(f) = inflight.take() {
-                            self.complete_in_span(f, joined).await;
+                            self.complete_in_span(f, joined.map_err(Panicked::from)).await;
                         }
                         continue;
                     }
@@ -505,14 +508,18 @@ where
                 continue;
             }
             let span = self.group_span(&group);
+            // A lone submission with nothing in flight or behind it commits
+            // on this task rather than on one of its own (two task hand-offs
+            // saved, no overlap lost), and keeps no overlay for a next group.
+            let lone = inflight.is_none() && group.len() == 1 && queue.is_empty();
             let planned = match inflight.take() {
                 Some(mut f) => {
                     let ahead = self
-                        .plan(&group, Some(&f.planned))
+                        .plan(&group, Some(&f.planned), true)
                         .instrument(span.clone())
                         .await;
                     let waited = Instant::now();
-                    let joined = (&mut f.commit).await;
+                    let joined = (&mut f.commit).await.map_err(Panicked::from);
                     Counters::time(&self.counters.waiting, waited);
                     match (self.complete_in_span(f, joined).await, ahead) {
                         (true, Planning::Ready(planned)) => {
@@ -527,7 +534,11 @@ where
             };
             let planned = match planned {
                 Some(planned) => planned,
-                None => match self.plan(&group, None).instrument(span.clone()).await {
+                None => match self
+                    .plan(&group, None, !lone)
+                    .instrument(span.clone())
+                    .await
+                {
                     Planning::Ready(planned) => planned,
                     Planning::Retry => {
                         self.write_now(group).instrument(span).await;
@@ -539,10 +550,15 @@ where
                     }
                 },
             };
+            if lone {
+                let joined = CatchPanic(std::pin::pin!(self.commit(&planned, &span))).await;
+                self.complete(group, planned, joined).instrument(span).await;
+                continue;
+            }
             inflight = Some(self.dispatch(group, planned, span));
         }
         if let Some(mut f) = inflight.take() {
-            let joined = (&mut f.commit).await;
+            let joined = (&mut f.commit).await.map_err(Panicked::from);
             self.complete_in_span(f, joined).await;
         }
     }
@@ -571,13 +587,14 @@ where
     }
 
     /// [`complete`](Self::complete) inside the in-flight group's span.
-    async fn complete_in_span(
-        &self,
-        f: InFlight<S::Error>,
-        joined: Result<Result<CommitOutcome, S::Error>, JoinError>,
-    ) -> bool {
-        let span = f.span.clone();
-        self.complete(f, joined).instrument(span).await
+    async fn complete_in_span(&self, f: InFlight<S::Error>, joined: Joined<S::Error>) -> bool {
+        let InFlight {
+            group,
+            planned,
+            span,
+            ..
+        } = f;
+        self.complete(group, planned, joined).instrument(span).await
     }
 
     /// The group that starts with `first`: what is already queued, and
@@ -624,14 +641,16 @@ where
     }
 
     /// Reads and plans `group` on the committed tree (`over` is `None`) or
-    /// on a planned one whose commit is in flight.
+    /// on a planned one whose commit is in flight. With `overlay`, the
+    /// plan's nodes join the ones read, for a next group to plan on.
     async fn plan(
         &self,
         group: &[Pending<S::Error>],
         over: Option<&Planned>,
+        overlay: bool,
     ) -> Planning<S::Error> {
         let start = Instant::now();
-        let planning = self.plan_timed(group, over).await;
+        let planning = self.plan_timed(group, over, overlay).await;
         Counters::time(&self.counters.planning, start);
         planning
     }
@@ -640,6 +659,7 @@ where
         &self,
         group: &[Pending<S::Error>],
         over: Option<&Planned>,
+        overlay: bool,
     ) -> Planning<S::Error> {
         let keys: Vec<Key> = group
             .iter()
@@ -672,9 +692,15 @@ where
                 }
             }
         };
-        let rejected = match admit(&nodes, &root, group) {
-            Ok(rejected) => rejected,
-            Err(e) => return self.plan_error(e, &root, over.is_some()).await,
+        // One submission needs no admission pass: the descent's own
+        // overflow check is the same test (no subtree's sum can pass
+        // u64::MAX unless the root's does), answered below as a rejection.
+        let rejected = match group {
+            [_] => Vec::new(),
+            _ => match admit(&nodes, &root, group) {
+                Ok(rejected) => rejected,
+                Err(e) => return self.plan_error(e, &root, over.is_some()).await,
+            },
         };
         let batch: Vec<(Key, Leaf)> = group
             .iter()
@@ -687,9 +713,19 @@ where
             descent::plan_items(L::KIND, &nodes, root, &items)
         }) {
             Ok(update) => update,
+            Err(e @ PlanError::Overflow(_)) if group.len() == 1 => {
+                return Planning::Ready(Planned {
+                    root,
+                    update: Arc::new(UpdateBatch::noop(root)),
+                    rejected: vec![(0, e)],
+                    nodes,
+                });
+            }
             Err(e) => return self.plan_error(e, &root, over.is_some()).await,
         };
-        nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+        if overlay || group.iter().any(|p| p.prove) {
+            nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+        }
         Planning::Ready(Planned {
             root,
             update: Arc::new(update),
@@ -717,30 +753,37 @@ where
         }
     }
 
-    /// Starts `planned`'s commit on a task of its own (so a panic inside
-    /// the store answers its group [`SubmitError::Stopped`] and the writer
-    /// goes on).
+    /// `planned`'s commit, timed, in a `commit` span under the group's.
+    fn commit(
+        &self,
+        planned: &Planned,
+        span: &Span,
+    ) -> impl Future<Output = Result<CommitOutcome, S::Error>> + Send + 'static {
+        let (store, update) = (self.tree.store().clone(), planned.update.clone());
+        let counters = self.counters.clone();
+        let commit_span = tracing::trace_span!(target: "ms_smt", parent: span, "commit");
+        async move {
+            if update.is_noop() {
+                return Ok(CommitOutcome::Committed);
+            }
+            let start = Instant::now();
+            let outcome = store.commit(&update).await;
+            Counters::time(&counters.committing, start);
+            outcome
+        }
+        .instrument(commit_span)
+    }
+
+    /// Starts `planned`'s commit on a task of its own, so the next group
+    /// gathers and plans meanwhile (a panic inside the store answers its
+    /// group [`SubmitError::Stopped`] and the writer goes on).
     fn dispatch(
         &self,
         group: Vec<Pending<S::Error>>,
         planned: Planned,
         span: Span,
     ) -> InFlight<S::Error> {
-        let (store, update) = (self.tree.store().clone(), planned.update.clone());
-        let counters = self.counters.clone();
-        let commit_span = tracing::trace_span!(target: "ms_smt", parent: &span, "commit");
-        let commit = tokio::spawn(
-            async move {
-                if update.is_noop() {
-                    return Ok(CommitOutcome::Committed);
-                }
-                let start = Instant::now();
-                let outcome = store.commit(&update).await;
-                Counters::time(&counters.committing, start);
-                outcome
-            }
-            .instrument(commit_span),
-        );
+        let commit = tokio::spawn(self.commit(&planned, &span));
         InFlight {
             group,
             planned,
@@ -753,10 +796,10 @@ where
     /// landed as planned (the tree's root is now its planned root).
     async fn complete(
         &self,
-        f: InFlight<S::Error>,
-        joined: Result<Result<CommitOutcome, S::Error>, JoinError>,
+        group: Vec<Pending<S::Error>>,
+        planned: Planned,
+        joined: Joined<S::Error>,
     ) -> bool {
-        let InFlight { group, planned, .. } = f;
         let new_root = planned.update.new_root;
         match joined {
             Ok(Ok(CommitOutcome::Committed)) => {
@@ -817,7 +860,7 @@ where
                     Err(back) => group = back,
                 }
             }
-            let planned = match self.plan(&group, None).await {
+            let planned = match self.plan(&group, None, false).await {
                 Planning::Ready(planned) => planned,
                 Planning::Retry => {
                     Counters::add(&self.counters.lost_races, 1);
@@ -962,6 +1005,37 @@ where
             proofs,
             group_leaves,
         }));
+    }
+}
+
+/// A commit's outcome, or [`Panicked`] when the store panicked inside it.
+type Joined<E> = Result<Result<CommitOutcome, E>, Panicked>;
+
+/// The store panicked during a commit.
+struct Panicked;
+
+impl From<JoinError> for Panicked {
+    fn from(_: JoinError) -> Self {
+        Panicked
+    }
+}
+
+/// A future polled with panics caught: a commit run on the writer's own
+/// task answers a panic inside the store as a spawned one does.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, Panicked>;
+
+    fn poll(mut self: StdPin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            StdPin::new(&mut *inner).poll(cx)
+        })) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(Panicked)),
+        }
     }
 }
 
