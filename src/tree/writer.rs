@@ -503,7 +503,10 @@ where
                     },
                 },
             };
-            let group = self.seal(self.gather(first, &mut queue).await);
+            let most = inflight
+                .as_ref()
+                .map_or(usize::MAX, |f| balanced(f.group.len(), queue.len() + 1));
+            let group = self.seal(self.gather(first, &mut queue, most).await);
             if group.is_empty() {
                 continue;
             }
@@ -521,7 +524,22 @@ where
                     let waited = Instant::now();
                     let joined = (&mut f.commit).await.map_err(Panicked::from);
                     Counters::time(&self.counters.waiting, waited);
-                    match (self.complete_in_span(f, joined).await, ahead) {
+                    let landed = match (joined, ahead) {
+                        (Ok(Ok(CommitOutcome::Committed)), Planning::Ready(planned)) => {
+                            // Group k landed as planned: group k+1's commit
+                            // starts before k's submitters are answered, so
+                            // commits run back to back.
+                            Counters::add(&self.counters.planned_ahead, 1);
+                            span.record("planned_ahead", true);
+                            inflight = Some(self.dispatch(group, planned, span));
+                            let joined = Ok(Ok(CommitOutcome::Committed));
+                            self.complete_in_span(f, joined).await;
+                            settle(&queue).await;
+                            continue;
+                        }
+                        (joined, ahead) => (self.complete_in_span(f, joined).await, ahead),
+                    };
+                    match landed {
                         (true, Planning::Ready(planned)) => {
                             Counters::add(&self.counters.planned_ahead, 1);
                             span.record("planned_ahead", true);
@@ -598,17 +616,19 @@ where
     }
 
     /// The group that starts with `first`: what is already queued, and
-    /// what arrives within `max_wait`, up to `max_group_leaves`.
+    /// what arrives within `max_wait`, up to `max_group_leaves` and `most`
+    /// submissions.
     async fn gather(
         &self,
         first: Pending<S::Error>,
         queue: &mut mpsc::Receiver<Pending<S::Error>>,
+        most: usize,
     ) -> Vec<Pending<S::Error>> {
         let max = self.config.max_group_leaves.max(1);
         let mut leaves = first.batch.len();
         let mut group = vec![first];
         let deadline = tokio::time::Instant::now() + self.config.max_wait;
-        while leaves < max {
+        while leaves < max && group.len() < most {
             let next = match queue.try_recv() {
                 Ok(next) => next,
                 Err(_) if self.config.max_wait.is_zero() => break,
@@ -1008,6 +1028,32 @@ where
     }
 }
 
+/// The most submissions a group planned while another is in flight takes:
+/// half of the two together, or as many as in flight. Submitters answered
+/// together come back together, so without it the groups settle into
+/// pairs as uneven as 999 and 1, where the big group's plan outlasts the
+/// small group's commit and the pipeline stalls; halves keep the plan of
+/// one group about as long as the commit it overlaps.
+fn balanced(in_flight: usize, queued: usize) -> usize {
+    in_flight.max(in_flight.saturating_add(queued).div_ceil(2))
+}
+
+/// Lets the submitters just answered queue their next submissions before
+/// the next group gathers: yields while the queue still grows (a few
+/// microseconds when nobody comes back).
+async fn settle<T>(queue: &mpsc::Receiver<T>) {
+    const MAX_YIELDS: usize = 8;
+    let mut queued = queue.len();
+    for _ in 0..MAX_YIELDS {
+        tokio::task::yield_now().await;
+        let now = queue.len();
+        if now == queued {
+            break;
+        }
+        queued = now;
+    }
+}
+
 /// A commit's outcome, or [`Panicked`] when the store panicked inside it.
 type Joined<E> = Result<Result<CommitOutcome, E>, Panicked>;
 
@@ -1096,4 +1142,20 @@ fn admit<E: std::error::Error + 'static>(
         current.extend(items.iter().map(|it| (it.key, it.leaf.sum())));
     }
     Ok(rejected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balanced;
+
+    #[test]
+    fn planned_ahead_groups_take_half() {
+        // A cohort of 999 behind a group of 1 splits in halves.
+        assert_eq!(balanced(1, 999), 500);
+        // Never fewer than the group in flight, so a lone queue drains.
+        assert_eq!(balanced(500, 10), 500);
+        assert_eq!(balanced(459, 541), 500);
+        assert_eq!(balanced(0, 1), 1);
+        assert_eq!(balanced(usize::MAX, 5), usize::MAX);
+    }
 }
