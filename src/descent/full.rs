@@ -122,10 +122,6 @@ fn build<'a, R: NodeSource>(
     level: usize,
     items: &[Item<'a>],
 ) -> Result<Sub<'a>, PlanError> {
-    let Some(range) = nonempty_range(items) else {
-        return Ok(Sub::Empty);
-    };
-    let items = &items[range];
     let mut targets = Vec::new();
     let mut chains = Chains::new(level, items, &mut targets);
     build_in(p, level, items, 0, chains.as_mut())

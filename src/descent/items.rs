@@ -2,6 +2,7 @@
 
 use crate::error::PlanError;
 use crate::key::Key;
+use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 
 /// One key of a batch with the leaf it should hold after the write.
@@ -9,6 +10,17 @@ use crate::leaf::Leaf;
 pub(crate) struct Item<'a> {
     pub key: Key,
     pub leaf: &'a Leaf,
+}
+
+/// Whether a write of `leaves` under `kind` reads the siblings beside its
+/// paths too: only a compacted delete may pull an untouched sibling up,
+/// which needs the sibling itself; otherwise its hash and sum (from the
+/// parent) are enough and the paths alone are read.
+pub(crate) fn reads_siblings<'l>(
+    kind: LayoutKind,
+    mut leaves: impl Iterator<Item = &'l Leaf>,
+) -> bool {
+    kind == LayoutKind::Compacted && leaves.any(Leaf::is_empty)
 }
 
 /// The batch sorted in tree order with one item per key: when a key occurs

@@ -18,6 +18,6 @@ pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many, set_descent_threads};
 pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;
 
-pub(crate) use items::{Item, batch_sum, prepare, sorted_keys};
+pub(crate) use items::{Item, batch_sum, prepare, reads_siblings, sorted_keys};
 pub(crate) use plan::{fork_here, on_two_threads, plan_items};
 pub(crate) use source::sibling_sum;

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use crate::audit::report::AuditReport;
-use crate::descent::{Item, UpdateBatch};
+use crate::descent::{Item, UpdateBatch, reads_siblings};
 use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -31,7 +31,7 @@ pub struct PathStart {
 
 /// The read phase of a locked write of `items` under `root`: every key's
 /// path from the root, and whether the siblings beside them are read too
-/// (only a compacted delete may pull an untouched sibling up).
+/// ([`reads_siblings`]).
 pub(crate) fn path_starts(
     kind: LayoutKind,
     root: &ComputedNode,
@@ -45,7 +45,7 @@ pub(crate) fn path_starts(
             key: it.key,
         })
         .collect();
-    let siblings = kind == LayoutKind::Compacted && items.iter().any(|it| it.leaf.is_empty());
+    let siblings = reads_siblings(kind, items.iter().map(|it| it.leaf));
     (starts, siblings)
 }
 

@@ -11,7 +11,7 @@ use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
-use crate::layout::{Compacted, Full, Layout, LayoutKind};
+use crate::layout::{Compacted, Full, Layout};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::progress::{Meter, ProgressOperation, ProgressSink};
@@ -203,11 +203,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         }
         descent::batch_sum(&items)?;
         let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
-        // Only a compacted delete may pull an untouched sibling up, which
-        // needs the sibling itself; otherwise its hash and sum (from the
-        // parent) are enough and the path alone is read.
-        let siblings =
-            matches!(L::KIND, LayoutKind::Compacted) && items.iter().any(|it| it.leaf.is_empty());
+        let siblings = descent::reads_siblings(L::KIND, items.iter().map(|it| it.leaf));
         let mut phases = WritePhases::new(&self.progress, items.len());
         for attempt in 0..self.max_attempts {
             Span::current().record("attempts", attempt.saturating_add(1));
