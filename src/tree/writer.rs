@@ -28,7 +28,7 @@ use tracing::{Instrument, Span};
 use crate::descent::{self, NodeCache, UpdateBatch};
 use crate::error::{PlanError, SumOverflow, TreeError};
 use crate::key::Key;
-use crate::layout::{Layout, LayoutKind};
+use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::single::Proof;
@@ -517,7 +517,11 @@ where
             // on this task rather than on one of its own (two task hand-offs
             // saved, no overlap lost), and keeps no overlay for a next group.
             let lone = inflight.is_none() && group.len() == 1 && queue.is_empty();
-            let planned = match inflight.take() {
+            // The group before, when it landed as planned and this one was
+            // planned on it: answered only once this group's commit has
+            // started, so commits run back to back.
+            let mut landed = None;
+            let ahead = match inflight.take() {
                 Some(mut f) => {
                     let ahead = self
                         .plan(&group, Some(&f.planned), true)
@@ -526,34 +530,25 @@ where
                     let waited = Instant::now();
                     let joined = (&mut f.commit).await.map_err(Panicked::from);
                     Counters::time(&self.counters.waiting, waited);
-                    let landed = match (joined, ahead) {
+                    match (joined, ahead) {
                         (Ok(Ok(CommitOutcome::Committed)), Planning::Ready(planned)) => {
-                            // Group k landed as planned: group k+1's commit
-                            // starts before k's submitters are answered, so
-                            // commits run back to back.
-                            Counters::add(&self.counters.planned_ahead, 1);
-                            span.record("planned_ahead", true);
-                            inflight = Some(self.dispatch(group, planned, span));
-                            let joined = Ok(Ok(CommitOutcome::Committed));
-                            self.complete_in_span(f, joined).await;
-                            settle(&queue).await;
-                            continue;
-                        }
-                        (joined, ahead) => (self.complete_in_span(f, joined).await, ahead),
-                    };
-                    match landed {
-                        (true, Planning::Ready(planned)) => {
-                            Counters::add(&self.counters.planned_ahead, 1);
-                            span.record("planned_ahead", true);
+                            landed = Some(f);
                             Some(planned)
                         }
-                        _ => None,
+                        (joined, ahead) => match (self.complete_in_span(f, joined).await, ahead) {
+                            (true, Planning::Ready(planned)) => Some(planned),
+                            _ => None,
+                        },
                     }
                 }
                 None => None,
             };
-            let planned = match planned {
-                Some(planned) => planned,
+            let planned = match ahead {
+                Some(planned) => {
+                    Counters::add(&self.counters.planned_ahead, 1);
+                    span.record("planned_ahead", true);
+                    planned
+                }
                 None => match self
                     .plan(&group, None, !lone)
                     .instrument(span.clone())
@@ -576,6 +571,11 @@ where
                 continue;
             }
             inflight = Some(self.dispatch(group, planned, span));
+            if let Some(f) = landed {
+                self.complete_in_span(f, Ok(Ok(CommitOutcome::Committed)))
+                    .await;
+                settle(&queue).await;
+            }
         }
         if let Some(mut f) = inflight.take() {
             let joined = (&mut f.commit).await.map_err(Panicked::from);
@@ -687,10 +687,12 @@ where
             .iter()
             .flat_map(|p| p.batch.iter().map(|(k, _)| *k))
             .collect();
-        let siblings = matches!(L::KIND, LayoutKind::Compacted)
-            && group
+        let siblings = descent::reads_siblings(
+            L::KIND,
+            group
                 .iter()
-                .any(|p| p.batch.iter().any(|(_, l)| l.is_empty()));
+                .flat_map(|p| p.batch.iter().map(|(_, leaf)| leaf)),
+        );
         let (root, mut nodes) = match over {
             None => match self.tree.read(Target::CURRENT, &keys, siblings, true).await {
                 Ok(Some(read)) => read,
