@@ -220,6 +220,71 @@ async fn a_read_with_the_token_always_sees_the_write() {
     }
 }
 
+/// The primary's WAL insert position, in bytes.
+async fn insert_lsn(pool: &sqlx::PgPool) -> u64 {
+    let (lsn,): (i64,) =
+        sqlx::query_as("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8")
+            .fetch_one(pool)
+            .await
+            .expect("insert lsn");
+    u64::try_from(lsn).expect("lsn")
+}
+
+/// Commits a transaction whose WAL is a logical message of `pad` bytes and
+/// its commit record, returning the insert position after it.
+async fn padded_commit(pool: &sqlx::PgPool, pad: u64) -> u64 {
+    sqlx::query("SELECT pg_logical_emit_message(true, 'ms-smt-test', repeat('x', $1::int4))")
+        .bind(i32::try_from(pad).expect("pad"))
+        .execute(pool)
+        .await
+        .expect("message");
+    insert_lsn(pool).await
+}
+
+/// A commit whose record ends exactly at a WAL page's end: Postgres then
+/// reports the insert position past the next page's header, which a
+/// standby's replay never reaches (it stops at the page end). The token
+/// must still be one the standby reaches. The padding is sized from a
+/// measured commit; other writers on the cluster can move the position in
+/// between, so it retries until a commit lands on the boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_right_after_a_wal_page_end_is_reached() {
+    const BLOCK: u64 = 8192;
+    const PAGE_HEADER: u64 = 24;
+    const BASE: u64 = 512;
+    let Some((_shared, set)) = shared_replica_set("standby_page_end").await else {
+        return;
+    };
+    let set = set.with_wait(Duration::from_secs(10)).on_lag(OnLag::Error);
+    let pool = set.primary().pool().clone();
+    let mut token = None;
+    for _ in 0..200 {
+        let before = insert_lsn(&pool).await;
+        let after = padded_commit(&pool, BASE).await;
+        let used = after - before;
+        let left = BLOCK - after % BLOCK;
+        if before / BLOCK != after / BLOCK || left < used {
+            continue;
+        }
+        // Past 255 bytes of data, a record's size grows word for word with
+        // the padding.
+        let end = padded_commit(&pool, BASE + left - used).await;
+        if end % BLOCK != PAGE_HEADER {
+            continue;
+        }
+        let taken = set.commit_token().await.expect("token");
+        // Nothing was written in between: the token saw the page end.
+        if insert_lsn(&pool).await == end {
+            token = Some(taken);
+            break;
+        }
+    }
+    let token = token.expect("no commit landed on a WAL page end in 200 tries");
+    let snapshot = set.read(Some(token)).await.expect("read at a page end");
+    assert_eq!(snapshot.served_by(), ServedBy::Standby(0));
+    snapshot.finish().await.expect("finish");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_a_read_sees_one_whole_root() {
     let Some((_shared, set)) = shared_replica_set("standby_mix").await else {

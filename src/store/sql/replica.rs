@@ -25,8 +25,18 @@ const STANDBY_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest pause between two polls of a standby's replay position.
 const MAX_POLL_PAUSE: Duration = Duration::from_millis(20);
 
-/// The insert position of the primary's WAL (see [`ReplicaSet::commit_token`]).
-const INSERT_LSN: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8";
+/// The insert position of the primary's WAL, with the server's WAL page and
+/// segment sizes (see [`ReplicaSet::commit_token`]).
+const INSERT_LSN: &str = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8, \
+     current_setting('wal_block_size')::int8, \
+     (SELECT setting::int8 FROM pg_settings WHERE name = 'wal_segment_size')";
+
+/// The header that opens every WAL page but a segment's first
+/// (`SizeOfXLogShortPHD` on 64-bit builds).
+const PAGE_HEADER: u64 = 24;
+
+/// The header that opens a WAL segment's first page (`SizeOfXLogLongPHD`).
+const SEGMENT_HEADER: u64 = 40;
 
 /// Whether a server is a standby, and how far it has replayed.
 const REPLAY_LSN: &str =
@@ -148,13 +158,21 @@ impl ReplicaSet {
     /// short of a commit that has returned. The insert position is past
     /// the end of every commit record already made, whatever the commit
     /// settings; it may also cover later writes, which a standby replays
-    /// just the same.
+    /// once they are flushed (a record written after the commit and not yet
+    /// flushed, such as another session's vacuum, can hold a read until the
+    /// next flush; the wait bound and [`OnLag`] cap that).
+    ///
+    /// When the last record ends exactly at a WAL page's end, Postgres
+    /// reports the insert position past the next page's header, where
+    /// nothing is written yet; a standby's replay position stops at the
+    /// page's end and would never reach it. The token is that page end.
     pub async fn commit_token(&self) -> Res<CommitToken> {
         self.primary.space.counters.round_trip(1);
-        let (lsn,): (i64,) = sqlx::query_as(INSERT_LSN)
+        let (lsn, block, segment): (i64, i64, i64) = sqlx::query_as(INSERT_LSN)
             .fetch_one(self.primary.pool())
             .await?;
-        Ok(token(lsn))
+        let [lsn, block, segment] = [lsn, block, segment].map(|v| u64::try_from(v).unwrap_or(0));
+        Ok(CommitToken::from_lsn(last_record_end(lsn, block, segment)))
     }
 
     /// A read snapshot on the next standby; with `after`, on a standby
@@ -240,8 +258,53 @@ async fn wait_for(
     }
 }
 
+/// Where the last record inserted into the WAL ends, given the insert
+/// position `insert` and the WAL's page (`block`) and `segment` sizes: the
+/// insert position, except right after a page (or segment) header, where
+/// it is the page's start. No record ends there: a record that runs onto
+/// a page leaves at least one aligned word of itself past the header.
+fn last_record_end(insert: u64, block: u64, segment: u64) -> u64 {
+    let at = |size: u64, header: u64| size > header && insert % size == header;
+    if at(segment, SEGMENT_HEADER) {
+        insert - SEGMENT_HEADER
+    } else if at(block, PAGE_HEADER) {
+        insert - PAGE_HEADER
+    } else {
+        insert
+    }
+}
+
 /// A WAL position from SQL's int8 (never negative: the log would have to
 /// pass 8 EiB).
 fn token(lsn: i64) -> CommitToken {
     CommitToken::from_lsn(u64::try_from(lsn).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_record_end;
+
+    const BLOCK: u64 = 8192;
+    const SEGMENT: u64 = 16 << 20;
+
+    #[test]
+    fn a_position_past_a_page_header_is_the_page_start() {
+        assert_eq!(
+            last_record_end(21_608 * BLOCK + 24, BLOCK, SEGMENT),
+            21_608 * BLOCK
+        );
+        assert_eq!(
+            last_record_end(3 * SEGMENT + 40, BLOCK, SEGMENT),
+            3 * SEGMENT
+        );
+    }
+
+    #[test]
+    fn other_positions_are_kept() {
+        for insert in [0, 8, 21_608 * BLOCK, 21_608 * BLOCK + 32, 5 * SEGMENT + 48] {
+            assert_eq!(last_record_end(insert, BLOCK, SEGMENT), insert);
+        }
+        // Sizes the server did not give (0) change nothing.
+        assert_eq!(last_record_end(BLOCK + 24, 0, 0), BLOCK + 24);
+    }
 }
