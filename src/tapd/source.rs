@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -157,14 +157,7 @@ impl TapdSource {
     /// transaction on Postgres, a read transaction on SQLite.
     pub(crate) async fn snapshot(&self, namespace: &str) -> Result<Snapshot, TapdError> {
         let tx = match &self.pool {
-            Pool::Sqlite(p) => {
-                let main = p.begin().await?;
-                // A second reader on a connection of its own (read-only
-                // like the pool's); each of its queries reads the newest
-                // state (see `split_reads`).
-                let second = SqliteConnection::connect_with(&p.connect_options()).await?;
-                Tx::Sqlite(main, second)
-            }
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await?, p.connect_options()),
             Pool::Postgres(p) => {
                 let mut tx = p.begin().await?;
                 sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -176,7 +169,6 @@ impl TapdSource {
         Ok(Snapshot {
             tx,
             namespace: namespace.to_owned(),
-            split: false,
         })
     }
 }
@@ -199,8 +191,9 @@ impl TapdTarget {
 }
 
 enum Tx {
-    /// The snapshot's transaction, and a second reader (see `split_reads`).
-    Sqlite(Transaction<'static, Sqlite>, SqliteConnection),
+    /// The snapshot's transaction, and how to open side readers (see
+    /// [`Snapshot::side_readers`]).
+    Sqlite(Transaction<'static, Sqlite>, Arc<SqliteConnectOptions>),
     Postgres(Transaction<'static, Postgres>),
 }
 
@@ -218,8 +211,6 @@ type RawRow = (
 pub(crate) struct Snapshot {
     tx: Tx,
     namespace: String,
-    /// Whether fetches may split across SQLite's second reader.
-    split: bool,
 }
 
 impl Snapshot {
@@ -266,22 +257,34 @@ impl Snapshot {
         })
     }
 
-    /// Lets [`fetch`](Self::fetch) read half of each chunk through
-    /// SQLite's second reader. That reader has a snapshot of its own: a
-    /// running tapd may have written between the two. Rows are content-
-    /// addressed, so a row it finds is the row the snapshot holds under
-    /// that hash, and a hash it misses is asked of the snapshot itself;
-    /// but a row the snapshot lacks may be found there. So only imports
-    /// split (their rebuilt root proves every leaf); audits, which must
-    /// report exactly what the snapshot holds, do not.
-    pub(crate) fn split_reads(&mut self, split: bool) {
-        self.split = split;
+    /// `count` connections of their own that read the namespace beside
+    /// the snapshot, so several chunks are read at once (SQLite only: a
+    /// Postgres snapshot has none). Each query of a side reader reads the
+    /// newest state: a running tapd may have written since the snapshot
+    /// began. Rows are content-addressed, so a row a side reader finds is
+    /// the row the snapshot holds under that hash, and a hash it misses is
+    /// asked of the snapshot itself; but a row the snapshot lacks may be
+    /// found there. So only imports use them (their rebuilt root proves
+    /// every leaf); audits, which must report exactly what the snapshot
+    /// holds, do not.
+    pub(crate) async fn side_readers(&self, count: usize) -> Result<Vec<SideReader>, TapdError> {
+        let Tx::Sqlite(_, options) = &self.tx else {
+            return Ok(Vec::new());
+        };
+        let namespace: Arc<str> = Arc::from(self.namespace.as_str());
+        let mut readers = Vec::with_capacity(count);
+        for _ in 0..count {
+            readers.push(SideReader {
+                conn: SqliteConnection::connect_with(options).await?,
+                namespace: namespace.clone(),
+            });
+        }
+        Ok(readers)
     }
 
-    /// Hashes per [`fetch`](Self::fetch): one query per reader.
+    /// Hashes per [`fetch`](Self::fetch) query, and per side reader's.
     pub(crate) fn chunk(&self) -> usize {
         match &self.tx {
-            Tx::Sqlite(..) if self.split => 2 * SQLITE_CHUNK,
             Tx::Sqlite(..) => SQLITE_CHUNK,
             Tx::Postgres(_) => PG_CHUNK,
         }
@@ -296,27 +299,7 @@ impl Snapshot {
     ) -> Result<HashMap<Hash, TapdRow>, TapdError> {
         let mut raw: Vec<RawRow> = Vec::with_capacity(hashes.len());
         match &mut self.tx {
-            Tx::Sqlite(main, second) if self.split && hashes.len() > SQLITE_CHUNK => {
-                let (ours, theirs) = hashes.split_at(hashes.len() / 2);
-                let (got, other) = tokio::join!(
-                    sqlite_rows(main, &self.namespace, ours),
-                    sqlite_rows(second, &self.namespace, theirs)
-                );
-                raw = got?;
-                let other = other?;
-                let found: std::collections::HashSet<&[u8]> =
-                    other.iter().map(|row| row.0.as_slice()).collect();
-                let missed: Vec<Hash> = theirs
-                    .iter()
-                    .filter(|h| !found.contains(&h.0[..]))
-                    .copied()
-                    .collect();
-                raw.extend(other);
-                if !missed.is_empty() {
-                    raw.extend(sqlite_rows(main, &self.namespace, &missed).await?);
-                }
-            }
-            Tx::Sqlite(main, _) => raw = sqlite_rows(main, &self.namespace, &hashes).await?,
+            Tx::Sqlite(tx, _) => raw = sqlite_rows(tx, &self.namespace, &hashes).await?,
             Tx::Postgres(tx) => {
                 for chunk in hashes.chunks(PG_CHUNK) {
                     let keys: Vec<Vec<u8>> = chunk.iter().map(|h| h.0.to_vec()).collect();
@@ -333,24 +316,60 @@ impl Snapshot {
                 }
             }
         }
-        Ok(raw
-            .into_iter()
-            .filter_map(|(h, l, r, key, value, sum)| {
-                let hash = hash_of(&h)?;
-                Some((
-                    hash,
-                    TapdRow {
-                        hash,
-                        left: l,
-                        right: r,
-                        key,
-                        value,
-                        sum: sum as u64,
-                    },
-                ))
-            })
-            .collect())
+        Ok(by_hash(raw))
     }
+}
+
+/// A read-only SQLite connection that reads a namespace's rows outside the
+/// snapshot (see [`Snapshot::side_readers`]). It is moved into the task
+/// that reads with it and handed back with the rows.
+pub(crate) struct SideReader {
+    conn: SqliteConnection,
+    namespace: Arc<str>,
+}
+
+/// What a side reader found: the rows, and the hashes it did not find
+/// (for the snapshot to answer).
+pub(crate) type SideRows = (HashMap<Hash, TapdRow>, Vec<Hash>);
+
+impl SideReader {
+    /// The rows with these hash keys that this reader finds, and the
+    /// hashes it misses; the reader comes back with them.
+    pub(crate) async fn fetch(mut self, hashes: Vec<Hash>) -> (Self, Result<SideRows, TapdError>) {
+        let got = match sqlite_rows(&mut self.conn, &self.namespace, &hashes).await {
+            Ok(raw) => {
+                let rows = by_hash(raw);
+                let missed = hashes
+                    .into_iter()
+                    .filter(|h| !rows.contains_key(h))
+                    .collect();
+                Ok((rows, missed))
+            }
+            Err(e) => Err(e),
+        };
+        (self, got)
+    }
+}
+
+/// Rows by their hash key; rows whose hash key is not 32 bytes are
+/// skipped (no parent can point at them).
+fn by_hash(raw: Vec<RawRow>) -> HashMap<Hash, TapdRow> {
+    raw.into_iter()
+        .filter_map(|(h, l, r, key, value, sum)| {
+            let hash = hash_of(&h)?;
+            Some((
+                hash,
+                TapdRow {
+                    hash,
+                    left: l,
+                    right: r,
+                    key,
+                    value,
+                    sum: sum as u64,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The rows of `namespace` with these hash keys, [`SQLITE_CHUNK`] per
@@ -383,10 +402,11 @@ pub(crate) fn hash_of(bytes: &[u8]) -> Option<Hash> {
 mod tests {
     use super::*;
 
-    /// An import's second reader has no snapshot: rows deleted after the
-    /// snapshot began are gone for it, and the snapshot itself answers.
+    /// A side reader has no snapshot: rows deleted after the snapshot
+    /// began are gone for it, it names them as missed, and the snapshot
+    /// itself answers them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn second_reader_misses_fall_back_to_the_snapshot() {
+    async fn side_reader_misses_fall_back_to_the_snapshot() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tapd.db");
         let options = SqliteConnectOptions::new()
@@ -412,26 +432,29 @@ mod tests {
         let source = TapdSource::open(&path.to_string_lossy())
             .await
             .expect("open");
-        for split in [true, false] {
-            let mut snapshot = source.snapshot("ns").await.expect("snapshot");
-            snapshot.split_reads(split);
-            assert_eq!(snapshot.count_rows().await.expect("count"), 1_200);
-            // Half the rows go after the snapshot began.
-            sqlx::query("DELETE FROM mssmt_nodes WHERE rowid % 2 = 0")
-                .execute(&mut writer)
-                .await
-                .expect("delete");
-            let rows = snapshot.fetch(hashes.clone()).await.expect("fetch");
-            assert_eq!(rows.len(), 1_200, "split {split}");
-            assert!(
-                hashes
-                    .iter()
-                    .all(|h| rows.get(h).is_some_and(|r| r.hash == *h))
-            );
-            drop(snapshot);
-            // Put them back for the next round.
-            put_rows(&mut writer, &hashes).await;
-        }
+        let mut snapshot = source.snapshot("ns").await.expect("snapshot");
+        assert_eq!(snapshot.count_rows().await.expect("count"), 1_200);
+        let mut readers = snapshot.side_readers(2).await.expect("side readers");
+        assert_eq!(readers.len(), 2);
+        // Half the rows go after the snapshot began.
+        sqlx::query("DELETE FROM mssmt_nodes WHERE rowid % 2 = 0")
+            .execute(&mut writer)
+            .await
+            .expect("delete");
+        let reader = readers.pop().expect("reader");
+        let (_reader, got) = reader.fetch(hashes.clone()).await;
+        let (mut rows, missed) = got.expect("side fetch");
+        assert_eq!((rows.len(), missed.len()), (600, 600));
+        assert!(missed.iter().all(|h| !rows.contains_key(h)));
+        rows.extend(snapshot.fetch(missed).await.expect("snapshot fetch"));
+        assert_eq!(rows.len(), 1_200);
+        assert!(
+            hashes
+                .iter()
+                .all(|h| rows.get(h).is_some_and(|r| r.hash == *h))
+        );
+        // The snapshot alone still holds every row.
+        assert_eq!(snapshot.fetch(hashes).await.expect("fetch").len(), 1_200);
     }
 
     /// A leaf-like row per hash in namespace `ns` (kept where present).

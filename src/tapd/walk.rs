@@ -12,9 +12,11 @@
 //! lifts every leaf to its height and adds up every branch's children, to
 //! name the row at fault.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::task::Poll;
+
+use tokio::task::JoinHandle;
 
 use crate::empty::is_empty_hash;
 use crate::hash::{Hash, branch_hash};
@@ -24,7 +26,7 @@ use crate::lift::{Lift, lift_tagged};
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::tapd::error::{Corruption, TapdError};
-use crate::tapd::source::{Snapshot, hash_of};
+use crate::tapd::source::{SideReader, SideRows, Snapshot, hash_of};
 
 /// How much the walk checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,38 +169,38 @@ pub(crate) async fn walk<K: LeafSink>(
         hash: root,
         parent: None,
     });
-    // One chunk is fetched while the one before it is checked: the
-    // database works on the next rows (SQLite in sqlx's worker thread)
-    // while this task hashes the last ones. The next chunk is taken from
-    // the stack before the checked chunk's children go on it, so the walk
-    // is depth-first one chunk late; memory stays about `depth × chunk`.
-    snapshot.split_reads(mode == Mode::Import);
-    let chunk_size = snapshot.chunk();
-    let mut current = w.take_chunk(chunk_size);
-    let mut rows = snapshot.fetch(hashes_of(&current)).await?;
-    while !current.is_empty() {
-        let next = w.take_chunk(chunk_size);
-        if next.is_empty() {
-            // Nothing else pending: this chunk's children are the next.
-            w.check(&current, &rows).await?;
-            current = w.take_chunk(chunk_size);
-            rows = snapshot.fetch(hashes_of(&current)).await?;
-            continue;
-        }
-        let mut fetch = std::pin::pin!(snapshot.fetch(hashes_of(&next)));
-        // Poll once so the query is on its way before the checks run.
-        let early = std::future::poll_fn(|cx| Poll::Ready(fetch.as_mut().poll(cx))).await;
-        w.check(&current, &rows).await?;
-        rows = match early {
-            Poll::Ready(done) => done?,
-            Poll::Pending => fetch.await?,
-        };
-        current = next;
+    let readers = match mode {
+        Mode::Import => snapshot.side_readers(SIDE_READERS).await?,
+        Mode::Audit => Vec::new(),
+    };
+    if readers.is_empty() {
+        w.walk_on_snapshot(snapshot).await?;
+    } else {
+        w.walk_on_readers(snapshot, readers).await?;
     }
     w.flush().await?;
     Ok(w.out)
 }
 
+/// Side readers an import reads a SQLite source with, each on a thread of
+/// its own (sqlx's worker), so this many chunks are read at once while
+/// the walk checks the one before them.
+const SIDE_READERS: usize = 3;
+
+/// Reads in flight on side readers, oldest first; dropped, they are
+/// aborted (a failed walk leaves nothing reading).
+struct InFlight(VecDeque<(Vec<Pending>, SideRead)>);
+
+/// A side reader's read of a chunk, in its task.
+type SideRead = JoinHandle<(SideReader, Result<SideRows, TapdError>)>;
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        for (_, read) in &self.0 {
+            read.abort();
+        }
+    }
+}
 /// The distinct hashes of `chunk`, sorted (the order the source reads
 /// best).
 fn hashes_of(chunk: &[Pending]) -> Vec<Hash> {
@@ -206,6 +208,80 @@ fn hashes_of(chunk: &[Pending]) -> Vec<Hash> {
     hashes.sort_unstable();
     hashes.dedup();
     hashes
+}
+
+impl<K: LeafSink> Walk<'_, K> {
+    /// The walk on the snapshot alone: one chunk is fetched while the one
+    /// before it is checked, so the database works on the next rows
+    /// (SQLite in sqlx's worker thread) while this task hashes the last
+    /// ones. The next chunk is taken from the stack before the checked
+    /// chunk's children go on it, so the walk is depth-first one chunk
+    /// late; memory stays about `depth × chunk`.
+    async fn walk_on_snapshot(
+        &mut self,
+        snapshot: &mut Snapshot,
+    ) -> Result<(), WalkError<K::Error>> {
+        let chunk_size = snapshot.chunk();
+        let mut current = self.take_chunk(chunk_size);
+        let mut rows = snapshot.fetch(hashes_of(&current)).await?;
+        while !current.is_empty() {
+            let next = self.take_chunk(chunk_size);
+            if next.is_empty() {
+                // Nothing else pending: this chunk's children are the next.
+                self.check(&current, &rows).await?;
+                current = self.take_chunk(chunk_size);
+                rows = snapshot.fetch(hashes_of(&current)).await?;
+                continue;
+            }
+            let mut fetch = std::pin::pin!(snapshot.fetch(hashes_of(&next)));
+            // Poll once so the query is on its way before the checks run.
+            let early = std::future::poll_fn(|cx| Poll::Ready(fetch.as_mut().poll(cx))).await;
+            self.check(&current, &rows).await?;
+            rows = match early {
+                Poll::Ready(done) => done?,
+                Poll::Pending => fetch.await?,
+            };
+            current = next;
+        }
+        Ok(())
+    }
+
+    /// The walk on side readers: every idle reader takes the next chunk
+    /// from the stack, in a task of its own (the rows are decoded there,
+    /// off this task), and the oldest read is checked as soon as it is in.
+    /// The snapshot answers what a reader misses. Memory stays about
+    /// `depth × chunk`, plus a chunk per reader.
+    async fn walk_on_readers(
+        &mut self,
+        snapshot: &mut Snapshot,
+        mut idle: Vec<SideReader>,
+    ) -> Result<(), WalkError<K::Error>> {
+        let chunk_size = snapshot.chunk();
+        let mut in_flight = InFlight(VecDeque::with_capacity(idle.len()));
+        loop {
+            while !self.stack.is_empty() {
+                let Some(reader) = idle.pop() else { break };
+                let chunk = self.take_chunk(chunk_size);
+                let read = tokio::spawn(reader.fetch(hashes_of(&chunk)));
+                in_flight.0.push_back((chunk, read));
+            }
+            let Some((chunk, read)) = in_flight.0.pop_front() else {
+                return Ok(());
+            };
+            let (reader, got) = match read.await {
+                Ok(done) => done,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Cancelled: the runtime is shutting down under the walk.
+                Err(_) => return Err(TapdError::Sql(sqlx::Error::WorkerCrashed).into()),
+            };
+            idle.push(reader);
+            let (mut rows, missed) = got?;
+            if !missed.is_empty() {
+                rows.extend(snapshot.fetch(missed).await?);
+            }
+            self.check(&chunk, &rows).await?;
+        }
+    }
 }
 
 /// What a visited node gives its parent's sum check: its sum, or nothing
