@@ -10,9 +10,10 @@
 
 mod support;
 
+use ms_smt::store::BulkStore;
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
-use support::hkey;
 use support::suite::*;
+use support::{hkey, unique};
 
 // ---------------------------------------------------------------------------
 // 4. Namespaces
@@ -96,3 +97,48 @@ async fn namespaces_layout<S: TestStore, L: Layout>(base: &S) {
 }
 
 on_every_store!(namespaces_are_independent => namespaces_layout::<Full, Compacted>);
+
+/// `forget_if_vacant` refuses a namespace that holds a tree, forgets an
+/// emptied one (twice is fine), and the name is usable again from the
+/// same handle and from another.
+async fn forget_layout<S: TestStore + BulkStore, L: Layout>(base: &S) {
+    let lay = layout_name::<L>();
+    let name = unique(&format!("forget-{lay}"));
+    let tree: Tree<S, L> = Tree::new(base.handle(&name));
+    let leaves: Vec<(Key, Leaf)> = (0..20)
+        .map(|i| (hkey("forget", i), leaf("f", i + 1)))
+        .collect();
+    let root = tree.insert_many(leaves.clone()).await.expect("fill");
+    assert!(
+        !tree.store().forget_if_vacant().await.expect("forget"),
+        "{lay}"
+    );
+    assert_eq!(tree.root().await.expect("root"), root, "{lay}");
+    tree.delete_all().await.expect("delete_all");
+    assert!(
+        tree.store().forget_if_vacant().await.expect("forget"),
+        "{lay}"
+    );
+    assert!(
+        tree.store().forget_if_vacant().await.expect("again"),
+        "{lay}"
+    );
+    assert_eq!(tree.store().root_rows().await, 0, "{lay}");
+    assert_eq!(tree.store().node_rows().await, 0, "{lay}");
+    // Written again through the same handle, seen through another.
+    assert_eq!(
+        tree.insert_many(leaves.clone()).await.expect("refill"),
+        root
+    );
+    let other: Tree<S, L> = Tree::new(base.handle(&name));
+    assert_eq!(other.root().await.expect("root"), root, "{lay}");
+    let keys: Vec<Key> = leaves.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        other.get_many(&keys).await.expect("get_many"),
+        leaves.into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
+        "{lay}"
+    );
+    tree.delete_all().await.expect("cleanup");
+}
+
+on_every_store!(forget_if_vacant => forget_layout::<Full, Compacted>);

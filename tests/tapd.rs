@@ -12,7 +12,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use ms_smt::store::{BulkStore, PostgresStore, SqliteStore};
+use ms_smt::store::{BulkStore, NamespaceListing, PostgresStore, SqliteStore};
 use ms_smt::tapd::{
     Corruption, ExportOptions, ImportError, ImportOptions, TapdError, TapdSource, TapdTarget,
     audit_namespace, export_namespace, import_namespace,
@@ -510,17 +510,17 @@ where
         "{}",
         d.what
     );
-    let staging = tree
-        .store()
-        .open_namespace(&format!("{}\u{1f}tapd", tree.store().name()))
-        .expect("staging");
-    let staging = CompactedTree::new(staging);
-    assert_eq!(
-        staging.root().await.expect("root"),
-        ComputedNode::empty_root(),
-        "{}",
-        d.what
-    );
+}
+
+/// After a failed import the target database lists neither the target
+/// namespace nor its staging namespace.
+fn nothing_listed(listed: Vec<NamespaceListing>, target: &str, what: &str) {
+    let left: Vec<&str> = listed
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|n| n.starts_with(target))
+        .collect();
+    assert!(left.is_empty(), "{what}: the failed import left {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -547,8 +547,16 @@ async fn every_damage_is_named_and_nothing_is_written() {
             engine
                 .with_target("tapd_damaged", |target| async move {
                     match &target {
-                        Target::Sqlite(t) => damaged_import(source, t, d).await,
-                        Target::Postgres(t) => damaged_import(source, t, d).await,
+                        Target::Sqlite(t) => {
+                            damaged_import(source, t, d).await;
+                            let listed = t.store().namespaces().await.expect("list");
+                            nothing_listed(listed, t.store().name(), d.what);
+                        }
+                        Target::Postgres(t) => {
+                            damaged_import(source, t, d).await;
+                            let listed = t.store().namespaces().await.expect("list");
+                            nothing_listed(listed, t.store().name(), d.what);
+                        }
                     }
                 })
                 .await;

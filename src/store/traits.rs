@@ -239,4 +239,11 @@ pub trait BulkStore: TreeStore + Sized {
         staging: &Self,
         expected: &ComputedNode,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Forgets this namespace if it is vacant (an empty tree, no rows, no
+    /// pins), so that it is no longer listed: what an abandoned staging
+    /// namespace needs. True when it is gone (or never existed); false,
+    /// changing nothing, when it holds a tree or pins. Opening the name
+    /// again starts a new, empty namespace.
+    fn forget_if_vacant(&self) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 }

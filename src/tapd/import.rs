@@ -4,8 +4,10 @@
 //! (`"<target>\u{1f}tapd"`) with `insert_many` per batch; only when the
 //! staging root and sum equal tapd's root row does the staging tree
 //! become the target's, in one step ([`BulkStore::swap_in_from`]). On any
-//! failure staging is cleared and the target is untouched; a process
-//! killed midway leaves only staging, which the next import clears.
+//! failure staging is cleared and forgotten
+//! ([`BulkStore::forget_if_vacant`]), so the target database lists nothing
+//! of the import, and the target is untouched; a process killed midway
+//! leaves only staging, which the next import clears.
 //!
 //! The walk checks what costs one hash per row; the equality of the
 //! rebuilt root then proves every leaf. Only when it does not hold is the
@@ -129,7 +131,7 @@ pub async fn import_namespace<S: BulkStore, L: Layout>(
     let walked = match outcome {
         Ok(w) => w,
         Err(e) => {
-            staging.delete_all().await.map_err(ImportError::Target)?;
+            abandon(&staging).await?;
             return Err(e);
         }
     };
@@ -144,11 +146,25 @@ pub async fn import_namespace<S: BulkStore, L: Layout>(
             .await
             .map_err(|e| ImportError::Target(TreeError::Store(e)))?;
         if !taken {
-            staging.delete_all().await.map_err(ImportError::Target)?;
+            abandon(&staging).await?;
             return Err(ImportError::TargetNotEmpty(target_name));
         }
     }
     Ok(report(&walked, root, false))
+}
+
+/// Empties and forgets the staging namespace of an import that failed, so
+/// the target database lists nothing of it.
+async fn abandon<S: BulkStore, L: Layout>(
+    staging: &Tree<S, L>,
+) -> Result<(), ImportError<S::Error>> {
+    staging.delete_all().await.map_err(ImportError::Target)?;
+    staging
+        .store()
+        .forget_if_vacant()
+        .await
+        .map_err(|e| ImportError::Target(TreeError::Store(e)))?;
+    Ok(())
 }
 
 /// Walks the namespace into `staging` and checks the built root; on a

@@ -625,4 +625,12 @@ impl BulkStore for MemoryStore {
         }
         Ok(true)
     }
+
+    /// Nothing lists a memory store's namespaces, and a vacant one holds
+    /// nothing, so it is kept: every handle on the name stays on one tree.
+    async fn forget_if_vacant(&self) -> Result<bool, MemoryError> {
+        self.counters.round_trip(1);
+        let space = self.space.read().map_err(|_| MemoryError::Poisoned)?;
+        Ok(space.is_vacant())
+    }
 }

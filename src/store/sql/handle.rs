@@ -540,4 +540,12 @@ impl<C: Dialect> BulkStore for SqlStore<C> {
         })
         .await
     }
+
+    /// A delete of the namespace's row, when vacant.
+    async fn forget_if_vacant(&self) -> Res<bool> {
+        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
+            Box::pin(async move { ops::forget_on(conn, space).await })
+        })
+        .await
+    }
 }

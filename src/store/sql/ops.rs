@@ -456,6 +456,29 @@ async fn root_at_version<C: Dialect>(
 }
 
 /// True when the namespace holds no tree, no rows and no pins.
+/// Deletes `space`'s namespace row if the namespace is vacant (see
+/// [`BulkStore::forget_if_vacant`](crate::store::BulkStore::forget_if_vacant)).
+pub(crate) async fn forget_on<C: Dialect>(conn: &mut C, space: &NamespaceState) -> Res<bool> {
+    conn.lock_namespace(space).await?;
+    let Some(state) = load_state(conn, space).await? else {
+        return Ok(true);
+    };
+    if !vacant(conn, space, &state).await? {
+        return Ok(false);
+    }
+    // Without pins no history is kept; any left would be orphaned.
+    for sql in [
+        "DELETE FROM ms_smt_history WHERE ns = $1",
+        "DELETE FROM ms_smt_namespaces WHERE id = $1",
+    ] {
+        space.counters.round_trip(1);
+        conn.execute(sql.into_sql_str(), &[Arg::Int(state.info.id)])
+            .await?;
+    }
+    space.info.set(None);
+    Ok(true)
+}
+
 async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsState) -> Res<bool> {
     if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
         return Ok(false);
