@@ -201,6 +201,7 @@ impl Drop for InFlight {
         }
     }
 }
+
 /// The distinct hashes of `chunk`, sorted (the order the source reads
 /// best).
 fn hashes_of(chunk: &[Pending]) -> Vec<Hash> {
