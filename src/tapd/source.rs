@@ -336,17 +336,14 @@ impl SideReader {
     /// The rows with these hash keys that this reader finds, and the
     /// hashes it misses; the reader comes back with them.
     pub(crate) async fn fetch(mut self, hashes: Vec<Hash>) -> (Self, Result<SideRows, TapdError>) {
-        let got = match sqlite_rows(&mut self.conn, &self.namespace, &hashes).await {
-            Ok(raw) => {
+        let got = sqlite_rows(&mut self.conn, &self.namespace, &hashes)
+            .await
+            .map(|raw| {
                 let rows = by_hash(raw);
-                let missed = hashes
-                    .into_iter()
-                    .filter(|h| !rows.contains_key(h))
-                    .collect();
-                Ok((rows, missed))
-            }
-            Err(e) => Err(e),
-        };
+                let missed = hashes.into_iter().filter(|h| !rows.contains_key(h));
+                let missed = missed.collect();
+                (rows, missed)
+            });
         (self, got)
     }
 }

@@ -455,7 +455,6 @@ async fn root_at_version<C: Dialect>(
     decode_root(&space.name, hash.zip(sum))
 }
 
-/// True when the namespace holds no tree, no rows and no pins.
 /// Deletes `space`'s namespace row if the namespace is vacant (see
 /// [`BulkStore::forget_if_vacant`](crate::store::BulkStore::forget_if_vacant)).
 pub(crate) async fn forget_on<C: Dialect>(conn: &mut C, space: &NamespaceState) -> Res<bool> {
@@ -466,19 +465,25 @@ pub(crate) async fn forget_on<C: Dialect>(conn: &mut C, space: &NamespaceState) 
     if !vacant(conn, space, &state).await? {
         return Ok(false);
     }
-    // Without pins no history is kept; any left would be orphaned.
-    for sql in [
-        "DELETE FROM ms_smt_history WHERE ns = $1",
-        "DELETE FROM ms_smt_namespaces WHERE id = $1",
-    ] {
-        space.counters.round_trip(1);
-        conn.execute(sql.into_sql_str(), &[Arg::Int(state.info.id)])
-            .await?;
-    }
+    delete_vacant_row(conn, space, state.info.id).await?;
     space.info.set(None);
     Ok(true)
 }
 
+/// Deletes the row of a namespace found vacant. Nothing else refers to
+/// it: a vacant namespace has no rows and no pins, and without pins no
+/// history is kept.
+async fn delete_vacant_row<C: Dialect>(conn: &mut C, space: &NamespaceState, id: i64) -> Res<()> {
+    space.counters.round_trip(1);
+    conn.execute(
+        "DELETE FROM ms_smt_namespaces WHERE id = $1".into_sql_str(),
+        &[Arg::Int(id)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// True when the namespace holds no tree, no rows and no pins.
 async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsState) -> Res<bool> {
     if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
         return Ok(false);
@@ -542,12 +547,7 @@ pub(crate) async fn take_tree_on<C: Dialect>(
             return Ok(false);
         }
         version = to.version.saturating_add(1).max(from.version);
-        target.counters.round_trip(1);
-        conn.execute(
-            "DELETE FROM ms_smt_namespaces WHERE id = $1".into_sql_str(),
-            &[Arg::Int(to.info.id)],
-        )
-        .await?;
+        delete_vacant_row(conn, target, to.info.id).await?;
     }
     target.counters.round_trip(1);
     conn.execute(
