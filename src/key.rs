@@ -106,6 +106,20 @@ impl fmt::Display for Key {
 }
 
 /// Why a hex string is not a key.
+/// Keys order as the tree holds them ([`Key::tree_cmp`]: by bit 0, then
+/// bit 1, ...), so a sorted map of keys iterates in tree order.
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        self.tree_cmp(other)
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum KeyParseError {
     /// Not valid hex.

@@ -21,7 +21,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use ms_smt::audit::{NodeScan, audit_nodes};
 use ms_smt::store::Pin;
@@ -32,7 +32,8 @@ use rand::{Rng, SeedableRng};
 use sqlx::Connection;
 use support::{TempDb, hkey, pg_url, unique};
 
-type Model = HashMap<Key, Leaf>;
+/// Ordered, so that every walk over it is the same in every run.
+type Model = BTreeMap<Key, Leaf>;
 
 /// Builds a tree of `n` keys in three batches, then deletes every third.
 async fn build<S: TreeStore, L: Layout>(tree: &Tree<S, L>, tag: &str, n: u64) -> Model {
@@ -138,6 +139,12 @@ async fn pinned_history<S: PinStore, L: Layout>(
 ) -> Vec<(Pin, u64)> {
     let mut model = build(tree, tag, 90).await;
     let mut pins = Vec::new();
+    // Every change after the build stays in the left half of the key
+    // space (first bit 0), so the rows of the right half written by the
+    // build stay live and unchanged: pin "a" shares them with the current
+    // tree by construction (the SQL case below corrupts some of them).
+    let left = |k: &Key| k.0[0] & 0x80 == 0;
+    let mut fresh = (1_000u64..).map(|i| hkey(tag, i)).filter(left);
     for (round, name) in ["a", "b", ""].into_iter().enumerate() {
         if !name.is_empty() {
             pins.push((tree.pin(name).await.expect("pin"), model.len() as u64));
@@ -145,6 +152,7 @@ async fn pinned_history<S: PinStore, L: Layout>(
         let r = round as u64;
         let mut batch: Vec<(Key, Leaf)> = model
             .keys()
+            .filter(|k| left(k))
             .take(20)
             .enumerate()
             .map(|(i, k)| match i % 2 {
@@ -152,7 +160,7 @@ async fn pinned_history<S: PinStore, L: Layout>(
                 _ => (*k, Leaf::empty()),
             })
             .collect();
-        batch.extend((0..15).map(|i| (hkey(tag, 1_000 * (r + 1) + i), Leaf::new(vec![7], i + 1))));
+        batch.extend(fresh.by_ref().take(15).zip(1..).map(|(k, i)| (k, Leaf::new(vec![7], i))));
         tree.insert_many(batch.clone()).await.expect("change");
         for (k, l) in batch {
             if l.is_empty() {
@@ -227,10 +235,9 @@ macro_rules! pinned_sql {
         let name = unique($tag);
         let tree = Tree::<_, $layout>::new(store.open_namespace(&name));
         // Keys from `$tag`, not the namespace's unique name: the same keys
-        // every run, for which pin "a" keeps live rows the current tree
-        // shares (with random keys, now and then every such row is
-        // rewritten by the later rounds, and the case below has nothing
-        // to corrupt).
+        // every run; `pinned_history` changes only the left half of the
+        // key space after pin "a", so pin "a" keeps live rows the current
+        // tree shares (the precondition asserted below).
         let pins = pinned_history(&tree, $tag, true).await;
         let ns: i64 = sqlx::query_scalar("SELECT id FROM ms_smt_namespaces WHERE name = $1")
             .bind(&name)
