@@ -25,6 +25,7 @@
 
 mod blocking;
 mod counters;
+mod forest;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod locked;
 mod memory;
@@ -38,6 +39,8 @@ pub use crate::pin::Pin;
 pub use crate::strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
+pub(crate) use forest::OneTree;
+pub use forest::{ForestCommit, ForestStore, PathRead, TreeUpdate};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 /// For the tapd source and export statements (built with both engines only).

@@ -27,7 +27,8 @@ use crate::pin::Pin;
 use crate::position::Position;
 use crate::progress::ProgressSink;
 use crate::store::{
-    BulkStore, CommitOutcome, Counters, PathStart, PinStore, ReadAt, StoreStats, TreeStore, hashing,
+    BulkStore, CommitOutcome, Counters, ForestCommit, ForestStore, PathStart, PinStore, ReadAt,
+    StoreStats, TreeStore, TreeUpdate, hashing,
 };
 
 /// Nodes one "row" of an in-order read stands for (a 16-ary strata row
@@ -43,6 +44,12 @@ pub enum MemoryError {
     MissingReference {
         /// The node hash.
         hash: Hash,
+    },
+    /// A commit of several trees named namespace `name` twice.
+    #[error("a commit of several trees names namespace {name:?} twice")]
+    SameTreeTwice {
+        /// The namespace.
+        name: String,
     },
     /// A thread panicked while holding the store's lock.
     #[error("a thread panicked while holding the store lock")]
@@ -350,6 +357,16 @@ impl MemoryStore {
     }
 
     fn apply(space: &mut Space, batch: &UpdateBatch) -> Result<u64, MemoryError> {
+        Self::apply_undoable(space, batch).map(|(written, _)| written)
+    }
+
+    /// [`apply`](Self::apply), also handing back the nodes it removed, so
+    /// that [`undo`](Self::undo) can take the whole batch back (a commit of
+    /// several trees whose later part fails).
+    fn apply_undoable(
+        space: &mut Space,
+        batch: &UpdateBatch,
+    ) -> Result<(u64, Vec<Entry>), MemoryError> {
         // Inserts first, so a row that moves between positions never drops to
         // zero in between; a failing delete is undone in reverse. Reserving
         // the net growth up front avoids growing a large store repeatedly.
@@ -371,7 +388,7 @@ impl MemoryStore {
                 }
             }
         }
-        Ok((batch.inserts.len() + batch.deletes.len()) as u64)
+        Ok(((batch.inserts.len() + batch.deletes.len()) as u64, removed))
     }
 
     fn undo(space: &mut Space, batch: &UpdateBatch, deletes_done: usize, removed: Vec<Entry>) {
@@ -632,5 +649,94 @@ impl BulkStore for MemoryStore {
         self.counters.round_trip(1);
         let space = self.space.read().map_err(|_| MemoryError::Poisoned)?;
         Ok(space.is_vacant())
+    }
+}
+
+/// The namespaces of one memory database, committed together under every
+/// touched namespace's lock.
+impl ForestStore for MemoryStore {
+    type Error = MemoryError;
+    type Tree = MemoryStore;
+
+    fn tree(&self, name: &str) -> Result<MemoryStore, MemoryError> {
+        self.open_namespace(name)
+    }
+
+    async fn names(&self) -> Result<Vec<String>, MemoryError> {
+        let db = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
+        let mut names: Vec<String> = db.keys().cloned().collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Takes every touched namespace's lock (in name order, under the
+    /// database lock, so no other commit of several trees or swap takes
+    /// them in another order), checks every root, then applies the parts
+    /// in turn; a part that fails takes the ones before it back.
+    async fn commit_trees(
+        &self,
+        updates: &[TreeUpdate<'_, MemoryStore>],
+    ) -> Result<ForestCommit, MemoryError> {
+        self.counters.round_trip(1);
+        let mut order: Vec<usize> = (0..updates.len()).collect();
+        order.sort_by(|a, b| updates[*a].tree.name.cmp(&updates[*b].tree.name));
+        for pair in order.windows(2) {
+            let (a, b) = (updates[pair[0]].tree, updates[pair[1]].tree);
+            if Arc::ptr_eq(&a.space, &b.space) {
+                return Err(MemoryError::SameTreeTwice {
+                    name: a.name.to_string(),
+                });
+            }
+        }
+        let mut guards = {
+            let _db = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
+            let mut guards = Vec::with_capacity(order.len());
+            for &i in &order {
+                let guard = updates[i]
+                    .tree
+                    .space
+                    .write()
+                    .map_err(|_| MemoryError::Poisoned)?;
+                guards.push((i, guard));
+            }
+            guards
+        };
+        for (i, space) in &guards {
+            if space.root != updates[*i].batch.old_root {
+                self.counters.conflict();
+                return Ok(ForestCommit::RootMoved {
+                    index: *i,
+                    current: space.root,
+                });
+            }
+        }
+        let mut applied: Vec<(usize, Vec<Entry>)> = Vec::with_capacity(guards.len());
+        let mut written = 0u64;
+        for g in 0..guards.len() {
+            let batch = updates[guards[g].0].batch;
+            if batch.is_noop() {
+                continue;
+            }
+            match Self::apply_undoable(&mut guards[g].1, batch) {
+                Ok((n, removed)) => {
+                    written += n;
+                    applied.push((g, removed));
+                }
+                Err(e) => {
+                    for (g, removed) in applied.into_iter().rev() {
+                        let batch = updates[guards[g].0].batch;
+                        Self::undo(&mut guards[g].1, batch, batch.deletes.len(), removed);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (g, _) in applied {
+            let (i, space) = &mut guards[g];
+            space.root = updates[*i].batch.new_root;
+            space.version += 1;
+        }
+        self.counters.written(written);
+        Ok(ForestCommit::Committed)
     }
 }

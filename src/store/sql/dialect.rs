@@ -21,6 +21,49 @@ use crate::strata::{RowChange, RowKey};
 /// One versioned DDL step: version, description, statements.
 pub type Migration = (i64, &'static str, &'static str);
 
+/// A namespace row as [`Dialect::namespace_rows`] returns it: name, id,
+/// height, root hash and sum (both NULL when empty), version, and the
+/// newest pinned version.
+pub type NamedRow = (String, i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
+
+/// One namespace's path walks in a walk of several namespaces.
+#[derive(Debug, Clone, Copy)]
+pub struct PathWalk<'a> {
+    /// The namespace.
+    pub space: &'a NamespaceState,
+    /// Its id and height.
+    pub info: NsInfo,
+    /// Where its walks start.
+    pub starts: &'a [PathStart],
+    /// Whether the sibling rows at each row boundary are read too.
+    pub siblings: bool,
+}
+
+/// One namespace's rows in a read of rows of several namespaces.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRead<'a> {
+    /// The namespace.
+    pub space: &'a NamespaceState,
+    /// Its id and height.
+    pub info: NsInfo,
+    /// The rows.
+    pub keys: &'a [RowKey],
+}
+
+/// One namespace's share of a commit of several: its row as the write
+/// transaction saw it, its merge's row changes and its new root.
+#[derive(Debug)]
+pub struct CommitRows<'a> {
+    /// The namespace.
+    pub space: &'a NamespaceState,
+    /// Its row under the write lock.
+    pub state: NsState,
+    /// The rows to write and delete.
+    pub changes: Vec<RowChange>,
+    /// The root after the commit.
+    pub new_root: ComputedNode,
+}
+
 /// An argument of a statement both engines share.
 #[derive(Debug, Clone, Copy)]
 pub enum Arg<'a> {
@@ -97,15 +140,35 @@ pub trait Dialect: Connection + Sized + 'static {
     /// Runs DDL statements (unprepared: `sqlx::raw_sql`).
     fn run_ddl(&mut self, sql: &'static str) -> impl Future<Output = Res<()>> + Send;
 
+    /// Serialises the writers of each of `spaces` until the transaction
+    /// ends, taking the locks in one order every transaction shares (so
+    /// two transactions locking overlapping sets cannot deadlock).
+    fn lock_namespaces(
+        &mut self,
+        spaces: &[&NamespaceState],
+    ) -> impl Future<Output = Res<()>> + Send;
+
     /// Serialises the namespace's writers until the transaction ends.
-    fn lock_namespace(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
+    fn lock_namespace(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send {
+        async move { self.lock_namespaces(&[space]).await }
+    }
 
     /// Serialises concurrent migrations until the transaction ends.
     fn lock_migrations(&mut self) -> impl Future<Output = Res<()>> + Send;
 
-    /// Inserts the namespace row, with the handle's stratum height, if
-    /// missing.
-    fn create_namespace(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
+    /// Inserts the rows of those of `spaces` that are missing, each with
+    /// its handle's stratum height, in one statement.
+    fn create_namespaces(
+        &mut self,
+        spaces: &[&NamespaceState],
+    ) -> impl Future<Output = Res<()>> + Send;
+
+    /// The rows of those of `spaces` that exist, in one statement, in no
+    /// particular order.
+    fn namespace_rows(
+        &mut self,
+        spaces: &[&NamespaceState],
+    ) -> impl Future<Output = Res<Vec<NamedRow>>> + Send;
 
     /// True when a walk of `starts` starts must first [`guard_walk`]
     /// (`jit_off`: the handle's sessions already run without JIT).
@@ -116,24 +179,21 @@ pub trait Dialect: Connection + Sized + 'static {
     /// Prepares the transaction for a large path walk.
     fn guard_walk(&mut self, space: &NamespaceState) -> impl Future<Output = Res<()>> + Send;
 
-    /// The current tree's nodes on the paths of `starts` (with `siblings`,
-    /// also the sibling rows at each row boundary), rows nearest the root
-    /// first, in one statement per chunk of starts.
+    /// Per walk, the current tree's nodes on the paths of its starts
+    /// (with its `siblings`, also the sibling rows at each row boundary),
+    /// rows nearest the root first, in one statement per chunk of starts
+    /// for all the walks' namespaces together.
     fn walk_paths(
         &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> impl Future<Output = Res<Vec<(Hash, Node)>>> + Send;
+        walks: &[PathWalk<'_>],
+    ) -> impl Future<Output = Res<Vec<Vec<(Hash, Node)>>>> + Send;
 
-    /// The stored bodies of the current rows at `keys`.
+    /// Per read, the stored bodies of the current rows at its keys, in
+    /// one statement (per chunk) for all the reads' namespaces.
     fn read_rows(
         &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        keys: &[RowKey],
-    ) -> impl Future<Output = Res<Vec<(RowKey, Vec<u8>)>>> + Send;
+        reads: &[RowRead<'_>],
+    ) -> impl Future<Output = Res<Vec<Vec<(RowKey, Vec<u8>)>>>> + Send;
 
     /// The bodies of the rows at `keys` as they were at `version`: the
     /// live row if written at or before it, else the kept copy current
@@ -146,15 +206,13 @@ pub trait Dialect: Connection + Sized + 'static {
         keys: &[RowKey],
     ) -> impl Future<Output = Res<Vec<(RowKey, Vec<u8>)>>> + Send;
 
-    /// Writes a merge's row changes and the new root (`new_root`) at
-    /// version `state.version + 1`, keeping first the replaced rows a pin
-    /// may read; passes the `written` failpoint once the rows are written.
-    fn write_commit(
+    /// Writes each commit's row changes and new root at its version
+    /// `state.version + 1`, keeping first the replaced rows a pin may
+    /// read, with a constant number of statements for all of them; passes
+    /// each namespace's `written` failpoint once the rows are written.
+    fn write_commits(
         &mut self,
-        space: &NamespaceState,
-        state: &NsState,
-        changes: &[RowChange],
-        new_root: &ComputedNode,
+        commits: &[CommitRows<'_>],
     ) -> impl Future<Output = Res<()>> + Send;
 
     /// Removes every row and the root of the namespace at `state`, keeping

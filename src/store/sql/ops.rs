@@ -4,7 +4,9 @@
 
 use sqlx::SqlSafeStr;
 
-use super::dialect::{Arg, Dialect, fetch_optional};
+use std::collections::HashMap;
+
+use super::dialect::{Arg, CommitRows, Dialect, RowRead, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
 use super::space::{NamespaceState, NsInfo, NsState, SCAN_PAGE, decode_root, merge, sum_to_sql};
@@ -12,7 +14,7 @@ use crate::audit::RowSink;
 use crate::descent::UpdateBatch;
 use crate::node::ComputedNode;
 use crate::pin::Pin;
-use crate::store::{CommitOutcome, ReadAt};
+use crate::store::{CommitOutcome, ForestCommit, ReadAt};
 use crate::strata::{self, StratumHeight};
 
 /// A namespace row: id, height, root hash and sum (both NULL when empty),
@@ -38,6 +40,12 @@ pub(crate) async fn load_state<C: Dialect>(
         &[Arg::Text(&space.name)],
     )
     .await?;
+    ns_state(space, row)
+}
+
+/// Decodes a namespace row (`None`: no such namespace) and refreshes the
+/// handle's id and height with it.
+fn ns_state(space: &NamespaceState, row: Option<NamespaceRow>) -> Res<Option<NsState>> {
     let Some((id, height, hash, sum, version, max_pin)) = row else {
         space.info.set(None);
         return Ok(None);
@@ -54,6 +62,27 @@ pub(crate) async fn load_state<C: Dialect>(
         version,
         max_pin,
     }))
+}
+
+/// The rows of several namespaces (each `None` when it does not exist),
+/// in order, in one statement; refreshes each handle's id and height.
+pub(crate) async fn load_states<C: Dialect>(
+    conn: &mut C,
+    spaces: &[&NamespaceState],
+) -> Res<Vec<Option<NsState>>> {
+    if let [space] = spaces {
+        return Ok(vec![load_state(conn, space).await?]);
+    }
+    let mut rows: HashMap<String, NamespaceRow> = conn
+        .namespace_rows(spaces)
+        .await?
+        .into_iter()
+        .map(|(name, id, h, hash, sum, v, pin)| (name, (id, h, hash, sum, v, pin)))
+        .collect();
+    spaces
+        .iter()
+        .map(|space| ns_state(space, rows.remove(&*space.name)))
+        .collect()
 }
 
 /// The namespace's root, learning its id and height on the way.
@@ -80,13 +109,41 @@ pub(crate) async fn namespace<C: Dialect>(
 
 /// The namespace's row inside a write transaction, created if missing.
 async fn state_for_write<C: Dialect>(conn: &mut C, space: &NamespaceState) -> Res<NsState> {
-    if let Some(state) = load_state(conn, space).await? {
-        return Ok(state);
+    let mut states = states_for_write(conn, &[space]).await?;
+    states.pop().ok_or(SqlStoreError::NamespaceVanished)
+}
+
+/// The rows of several namespaces inside a write transaction, in order,
+/// the missing ones created (one statement for all of them).
+async fn states_for_write<C: Dialect>(
+    conn: &mut C,
+    spaces: &[&NamespaceState],
+) -> Res<Vec<NsState>> {
+    let mut states = load_states(conn, spaces).await?;
+    let missing: Vec<&NamespaceState> = spaces
+        .iter()
+        .zip(&states)
+        .filter(|(_, s)| s.is_none())
+        .map(|(space, _)| *space)
+        .collect();
+    if !missing.is_empty() {
+        conn.create_namespaces(&missing).await?;
+        let mut created = load_states(conn, &missing).await?.into_iter();
+        for state in states.iter_mut().filter(|s| s.is_none()) {
+            *state = created.next().flatten();
+        }
     }
-    conn.create_namespace(space).await?;
-    load_state(conn, space)
-        .await?
-        .ok_or(SqlStoreError::NamespaceVanished)
+    states
+        .into_iter()
+        .map(|s| s.ok_or(SqlStoreError::NamespaceVanished))
+        .collect()
+}
+
+/// One namespace's part of a commit of several.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitPart<'a> {
+    pub space: &'a NamespaceState,
+    pub batch: &'a UpdateBatch,
 }
 
 /// Check-and-apply inside an open transaction (or savepoint). Returns
@@ -96,29 +153,80 @@ pub(crate) async fn commit_on<C: Dialect>(
     space: &NamespaceState,
     batch: &UpdateBatch,
 ) -> Res<CommitOutcome> {
-    conn.lock_namespace(space).await?;
-    let state = state_for_write(conn, space).await?;
-    if state.root != batch.old_root {
-        space.counters.conflict();
-        return Ok(CommitOutcome::RootMoved {
-            current: state.root,
-        });
+    Ok(match commit_many_on(conn, &[CommitPart { space, batch }]).await? {
+        ForestCommit::Committed => CommitOutcome::Committed,
+        ForestCommit::RootMoved { current, .. } => CommitOutcome::RootMoved { current },
+    })
+}
+
+/// Check-and-apply of several namespaces' batches inside an open
+/// transaction (or savepoint): every namespace locked, every root
+/// checked (a batch that changes nothing only guards), then the rows each
+/// batch touches merged and all of them written with a constant number
+/// of statements. Returns `RootMoved` without writing when a root is not
+/// its batch's old root. Parts name distinct namespaces.
+pub(crate) async fn commit_many_on<C: Dialect>(
+    conn: &mut C,
+    parts: &[CommitPart<'_>],
+) -> Res<ForestCommit> {
+    let spaces: Vec<&NamespaceState> = parts.iter().map(|p| p.space).collect();
+    conn.lock_namespaces(&spaces).await?;
+    let states = states_for_write(conn, &spaces).await?;
+    for (index, (part, state)) in parts.iter().zip(&states).enumerate() {
+        if state.root != part.batch.old_root {
+            part.space.counters.conflict();
+            return Ok(ForestCommit::RootMoved {
+                index,
+                current: state.root,
+            });
+        }
     }
-    let info = state.info;
-    space.fail("root_checked")?;
-    let keys = strata::touched_rows(batch, info.height);
-    let (known, unknown) = space.memo_take(&batch.old_root, &keys);
-    let stored = if unknown.is_empty() {
+    let mut touched = Vec::new();
+    for (part, state) in parts.iter().zip(&states) {
+        part.space.fail("root_checked")?;
+        if part.batch.is_noop() {
+            continue;
+        }
+        let keys = strata::touched_rows(part.batch, state.info.height);
+        let (known, unknown) = part.space.memo_take(&part.batch.old_root, &keys);
+        touched.push((part, *state, keys, known, unknown));
+    }
+    let reads: Vec<RowRead<'_>> = touched
+        .iter()
+        .filter(|t| !t.4.is_empty())
+        .map(|(part, state, _, _, unknown)| RowRead {
+            space: part.space,
+            info: state.info,
+            keys: unknown,
+        })
+        .collect();
+    let mut stored = if reads.is_empty() {
         Vec::new()
     } else {
-        conn.read_rows(space, info, &unknown).await?
-    };
-    let changes = merge(space, info.height, batch, keys, known, stored)?;
-    space.fail("merged")?;
-    conn.write_commit(space, &state, &changes, &batch.new_root)
-        .await?;
-    space.counters.written(changes.len() as u64);
-    Ok(CommitOutcome::Committed)
+        conn.read_rows(&reads).await?
+    }
+    .into_iter();
+    let mut commits = Vec::with_capacity(touched.len());
+    for (part, state, keys, known, unknown) in touched {
+        let rows = if unknown.is_empty() {
+            Vec::new()
+        } else {
+            stored.next().unwrap_or_default()
+        };
+        let changes = merge(part.space, state.info.height, part.batch, keys, known, rows)?;
+        part.space.fail("merged")?;
+        commits.push(CommitRows {
+            space: part.space,
+            state,
+            changes,
+            new_root: part.batch.new_root,
+        });
+    }
+    conn.write_commits(&commits).await?;
+    for commit in &commits {
+        commit.space.counters.written(commit.changes.len() as u64);
+    }
+    Ok(ForestCommit::Committed)
 }
 
 /// Removes the namespace's rows and its root; rows a pin may still read

@@ -43,14 +43,29 @@ pub(crate) fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Strata row keys (and, for writes, bodies) packed column by column:
-/// paths zero-padded to 32 bytes (`substr(?, i * 32 + 1, (depth + 7) / 8)`
-/// cuts the real path back out), depths as 3-digit text, bodies
-/// concatenated with an offset and a length each.
+/// One row of a packed statement: its namespace, position, body (empty
+/// for keys alone) and two integers the statement may use (a version, the
+/// newest pinned version).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PackedRow<'a> {
+    pub ns: i64,
+    pub key: &'a RowKey,
+    pub body: &'a [u8],
+    pub a: i64,
+    pub b: i64,
+}
+
+/// Strata rows of one or more namespaces packed column by column:
+/// namespace ids as integers, paths zero-padded to 32 bytes
+/// (`substr(?, i * 32 + 1, (depth + 7) / 8)` cuts the real path back
+/// out), depths as 3-digit text, bodies concatenated with an offset and a
+/// length each, and two integer columns.
 #[derive(Debug, Default)]
 pub(crate) struct PackedRows {
     /// Number of rows.
     pub len: usize,
+    /// Namespace ids (integers).
+    pub ns: Vec<u8>,
     /// 32-byte zero-padded paths.
     pub path: Vec<u8>,
     /// Depths, 3 ASCII digits each.
@@ -61,32 +76,69 @@ pub(crate) struct PackedRows {
     pub body_at: Vec<u8>,
     /// Length of each body (integers).
     pub body_len: Vec<u8>,
+    /// The rows' first integers.
+    pub a: Vec<u8>,
+    /// The rows' second integers.
+    pub b: Vec<u8>,
 }
 
 impl PackedRows {
-    /// Packs `(key, body)` rows, in order, into as few chunks as the size
-    /// limits allow (pass empty bodies for keys alone).
-    pub fn chunks<'a>(rows: impl IntoIterator<Item = (&'a RowKey, &'a [u8])>) -> Vec<PackedRows> {
+    /// Packs rows, in order, into as few chunks as the size limits allow.
+    pub fn chunks<'a>(rows: impl IntoIterator<Item = PackedRow<'a>>) -> Vec<PackedRows> {
         let mut out: Vec<PackedRows> = Vec::new();
         let mut cur = PackedRows::default();
-        for (key, body) in rows {
+        for row in rows {
             if cur.len == MAX_ROWS
-                || (cur.len > 0 && cur.body.len().saturating_add(body.len()) > MAX_BODY_BYTES)
+                || (cur.len > 0 && cur.body.len().saturating_add(row.body.len()) > MAX_BODY_BYTES)
             {
                 out.push(std::mem::take(&mut cur));
             }
             let mut path = [0u8; 32];
-            path[..key.path.len()].copy_from_slice(&key.path);
+            path[..row.key.path.len()].copy_from_slice(&row.key.path);
+            push_int(&mut cur.ns, row.ns);
             cur.path.extend_from_slice(&path);
             cur.depth
-                .extend_from_slice(format!("{:03}", key.depth.min(999)).as_bytes());
+                .extend_from_slice(format!("{:03}", row.key.depth.min(999)).as_bytes());
             push_int(&mut cur.body_at, count(cur.body.len()));
-            push_int(&mut cur.body_len, count(body.len()));
-            cur.body.extend_from_slice(body);
+            push_int(&mut cur.body_len, count(row.body.len()));
+            cur.body.extend_from_slice(row.body);
+            push_int(&mut cur.a, row.a);
+            push_int(&mut cur.b, row.b);
             cur.len += 1;
         }
         if cur.len > 0 {
             out.push(cur);
+        }
+        out
+    }
+}
+
+/// Texts packed into one blob, with an offset and a length (integers)
+/// each: `CAST(substr(?text, off + 1, len) AS TEXT)` cuts one back out.
+#[derive(Debug, Default)]
+pub(crate) struct PackedTexts {
+    /// Number of texts.
+    pub len: usize,
+    /// The texts, concatenated.
+    pub text: Vec<u8>,
+    /// Offset of each text (integers).
+    pub at: Vec<u8>,
+    /// Length of each text in bytes (integers).
+    pub text_len: Vec<u8>,
+    /// An integer per text.
+    pub int: Vec<u8>,
+}
+
+impl PackedTexts {
+    /// Packs `(text, integer)` pairs, in order.
+    pub fn new<'a>(items: impl IntoIterator<Item = (&'a str, i64)>) -> PackedTexts {
+        let mut out = PackedTexts::default();
+        for (text, int) in items {
+            push_int(&mut out.at, count(out.text.len()));
+            push_int(&mut out.text_len, count(text.len()));
+            out.text.extend_from_slice(text.as_bytes());
+            push_int(&mut out.int, int);
+            out.len += 1;
         }
         out
     }

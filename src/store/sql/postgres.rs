@@ -18,7 +18,7 @@
 //!   nothing even without a transaction of its own).
 //! * Inside a caller's transaction ([`PostgresStore::in_transaction`](super::SqlStore::in_transaction)) the
 //!   same statements run directly in it, with no savepoint (sqlx's
-//!   savepoints are not safe to cancel; see `write_commit`); the advisory
+//!   savepoints are not safe to cancel; see `write_commits`); the advisory
 //!   lock is held until the caller's transaction ends.
 //! * The schema is versioned ([`PostgresStore::migrate`](super::SqlStore::migrate)): a database written
 //!   by an earlier schema of this release line is upgraded when opened.
@@ -26,7 +26,9 @@
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgConnection, SqlStr};
 
-use super::dialect::{Arg, Dialect, Migration, Shared, arguments};
+use super::dialect::{
+    Arg, CommitRows, Dialect, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
+};
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
 use super::space::{
@@ -34,7 +36,6 @@ use super::space::{
 };
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
-use crate::store::PathStart;
 use crate::strata::{RowChange, RowKey, StratumHeight};
 
 /// A tree store in a PostgreSQL database, bound to one namespace.
@@ -138,7 +139,7 @@ impl Dialect for PgConnection {
                     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
                 )";
     const BEGIN_WRITE: Option<&'static str> = None;
-    /// sqlx's savepoints are not safe to cancel (see [`write_commit`](Dialect::write_commit)).
+    /// sqlx's savepoints are not safe to cancel (see [`write_commits`](Dialect::write_commits)).
     const SAVEPOINTS: bool = false;
     const SNAPSHOT: Option<&'static str> =
         Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
@@ -160,13 +161,22 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    /// A per-namespace advisory lock.
-    async fn lock_namespace(&mut self, space: &NamespaceState) -> Res<()> {
-        space.counters.round_trip(1);
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
-            .bind(&*space.name)
-            .execute(&mut *self)
-            .await?;
+    /// A per-namespace advisory lock, taken in the order of the lock
+    /// keys, all in one statement.
+    async fn lock_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
+        let Some(first) = spaces.first() else {
+            return Ok(());
+        };
+        first.counters.round_trip(1);
+        let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(k) FROM ( \
+                 SELECT DISTINCT hashtextextended('ms_smt:' || n, 0) AS k \
+                 FROM UNNEST($1::text[]) AS n ORDER BY k) AS keys",
+        )
+        .bind(names)
+        .execute(&mut *self)
+        .await?;
         Ok(())
     }
 
@@ -178,17 +188,39 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    async fn create_namespace(&mut self, space: &NamespaceState) -> Res<()> {
-        space.counters.round_trip(1);
+    async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
+        let Some(first) = spaces.first() else {
+            return Ok(());
+        };
+        first.counters.round_trip(1);
+        let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
+        let heights: Vec<i32> = spaces.iter().map(|s| height_sql(s.height)).collect();
         sqlx::query(
-            "INSERT INTO ms_smt_namespaces (name, height) VALUES ($1, $2) \
-         ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO ms_smt_namespaces (name, height) \
+             SELECT * FROM UNNEST($1::text[], $2::int4[]) ORDER BY 1 \
+             ON CONFLICT (name) DO NOTHING",
         )
-        .bind(&*space.name)
-        .bind(height_sql(space.height))
+        .bind(names)
+        .bind(heights)
         .execute(&mut *self)
         .await?;
         Ok(())
+    }
+
+    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamedRow>> {
+        let Some(first) = spaces.first() else {
+            return Ok(Vec::new());
+        };
+        first.counters.round_trip(1);
+        let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
+        Ok(sqlx::query_as(
+            "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
+                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+             FROM ms_smt_namespaces n WHERE name = ANY($1::text[])",
+        )
+        .bind(names)
+        .fetch_all(&mut *self)
+        .await?)
     }
 
     fn walk_needs_guard(jit_off: bool, starts: usize) -> bool {
@@ -204,7 +236,7 @@ impl Dialect for PgConnection {
     /// locally (`set_local_jit_off`): the pool store in a read transaction of
     /// its own (rolled back afterwards), the caller's-transaction store in the
     /// caller's transaction, where it lasts until that transaction ends (no
-    /// savepoint: see [`write_commit`] for why).
+    /// savepoint: see [`write_commits`](Dialect::write_commits) for why).
     async fn guard_walk(&mut self, space: &NamespaceState) -> Res<()> {
         space.counters.round_trip(1);
         sqlx::query("SET LOCAL jit = off")
@@ -213,46 +245,74 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    /// The walk query itself (see [`read_paths`](crate::store::TreeStore::read_paths)). Every row read is a
-    /// LATERAL primary-key probe fenced with `OFFSET 0`: without the fence the
-    /// planner may flatten it into a join that scans the namespace.
-    async fn walk_paths(
-        &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> Res<Vec<(Hash, Node)>> {
-        let params = PathParams::new(info.height, starts);
-        if params.depths.is_empty() {
-            return Ok(Vec::new());
+    /// The walk query itself (see [`read_paths`](crate::store::TreeStore::read_paths)), for every walk's
+    /// namespace at once. Every row read is a LATERAL primary-key probe
+    /// fenced with `OFFSET 0`: without the fence the planner may flatten
+    /// it into a join that scans the namespace.
+    async fn walk_paths(&mut self, walks: &[PathWalk<'_>]) -> Res<Vec<Vec<(Hash, Node)>>> {
+        let mut starts = WalkStarts::default();
+        for (w, walk) in walks.iter().enumerate() {
+            let params = PathParams::new(walk.info.height, walk.starts);
+            for (i, depth) in params.depths.iter().enumerate() {
+                starts.walk.push(i32::try_from(w).unwrap_or(i32::MAX));
+                starts.ns.push(walk.info.id);
+                starts.depth.push(i32::try_from(*depth).unwrap_or(i32::MAX));
+                starts.sib.push(params.first_sibling[i]);
+                starts.want.push(walk.siblings);
+                starts.height.push(height_sql(walk.info.height));
+            }
+            starts.key.extend(params.key_paths());
         }
-        let depths: Vec<i32> = params
-            .depths
-            .iter()
-            .map(|d| i32::try_from(*d).unwrap_or(i32::MAX))
-            .collect();
-        space.counters.round_trip(1);
+        let mut out: Vec<Vec<(Hash, Node)>> = walks.iter().map(|_| Vec::new()).collect();
+        let Some(first) = walks.first().filter(|_| !starts.depth.is_empty()) else {
+            return Ok(out);
+        };
+        first.space.counters.round_trip(1);
         let rows = sqlx::query(walk_sql())
-            .bind(info.id)
-            .bind(depths)
-            .bind(params.key_paths())
-            .bind(&params.first_sibling)
-            .bind(height_sql(info.height))
-            .bind(siblings)
+            .bind(starts.walk)
+            .bind(starts.ns)
+            .bind(starts.depth)
+            .bind(starts.key)
+            .bind(starts.sib)
+            .bind(starts.want)
+            .bind(starts.height)
             .fetch_all(&mut *self)
             .await?;
-        let (root, rows) = walk_rows(&rows)?;
-        path_nodes(space, info.height, root, rows)
+        for (w, rows) in split_walks(&rows)? {
+            let Some((walk, nodes)) = walks.get(w).zip(out.get_mut(w)) else {
+                continue;
+            };
+            let (root, rows) = walk_rows(rows)?;
+            *nodes = path_nodes(walk.space, walk.info.height, root, rows)?;
+        }
+        Ok(out)
     }
 
-    async fn read_rows(
-        &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        keys: &[RowKey],
-    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        read_keyed(self, space, READ_ROWS, info.id, keys, None).await
+    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<(RowKey, Vec<u8>)>>> {
+        let mut out: Vec<Vec<(RowKey, Vec<u8>)>> = reads.iter().map(|_| Vec::new()).collect();
+        let Some(first) = reads.first() else {
+            return Ok(out);
+        };
+        let (mut index, mut ns) = (Vec::new(), Vec::new());
+        for (r, read) in reads.iter().enumerate() {
+            index.extend(std::iter::repeat_n(i32::try_from(r).unwrap_or(i32::MAX), read.keys.len()));
+            ns.extend(std::iter::repeat_n(read.info.id, read.keys.len()));
+        }
+        let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
+        first.space.counters.round_trip(1);
+        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(READ_ROWS)
+            .bind(index)
+            .bind(ns)
+            .bind(paths)
+            .bind(depths)
+            .fetch_all(&mut *self)
+            .await?;
+        for (r, path, depth, body) in rows {
+            if let Some(rows) = usize::try_from(r).ok().and_then(|r| out.get_mut(r)) {
+                rows.extend(keyed_rows(vec![(path, depth, body)]));
+            }
+        }
+        Ok(out)
     }
 
     async fn read_rows_at(
@@ -262,12 +322,21 @@ impl Dialect for PgConnection {
         version: i64,
         keys: &[RowKey],
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        read_keyed(self, space, READ_ROWS_AT, info.id, keys, Some(version)).await
+        let (paths, depths) = key_arrays(keys.iter());
+        space.counters.round_trip(1);
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(READ_ROWS_AT)
+            .bind(info.id)
+            .bind(paths)
+            .bind(depths)
+            .bind(version)
+            .fetch_all(&mut *self)
+            .await?;
+        Ok(keyed_rows(rows).collect())
     }
 
-    /// Writes a merge's row changes and the new root (`None`: empty) in ONE
-    /// statement: the upsert and the delete are data-modifying CTEs of the
-    /// root's UPDATE.
+    /// Writes every commit's row changes and new root in ONE statement:
+    /// the upsert and the delete are data-modifying CTEs of the roots'
+    /// UPDATE.
     ///
     /// One statement is atomic whatever happens to the caller: a future
     /// dropped mid-commit either sent it (it runs whole) or did not (nothing
@@ -280,82 +349,86 @@ impl Dialect for PgConnection {
     /// discarded the host's own writes in `tests/cancellation.rs`. SQLite's
     /// worker undoes such a `begin` itself, so SQLite keeps its savepoint
     /// (`savepoint.rs`).
-    async fn write_commit(
-        &mut self,
-        space: &NamespaceState,
-        state: &NsState,
-        changes: &[RowChange],
-        new_root: &ComputedNode,
-    ) -> Res<()> {
-        let root = (*new_root != ComputedNode::empty_root())
-            .then(|| (new_root.hash.0.to_vec(), sum_to_sql(new_root.sum)));
-        let mut put_keys = Vec::new();
-        let mut bodies: Vec<&[u8]> = Vec::new();
-        let mut gone = Vec::new();
-        for change in changes {
-            match change {
-                RowChange::Put(key, body) => {
-                    put_keys.push(key);
-                    bodies.push(body);
-                }
-                RowChange::Delete(key) => gone.push(key),
-            }
-        }
+    async fn write_commits(&mut self, commits: &[CommitRows<'_>]) -> Res<()> {
+        let Some(first) = commits.first() else {
+            return Ok(());
+        };
+        let mut put = RowArrays::default();
+        let mut gone = RowArrays::default();
         // While pins exist, the rows about to be replaced or deleted that a
         // pin may read are copied aside first (the CTEs all read the rows as
         // they were before the statement).
-        let kept = if state.max_pin.is_some() {
-            key_arrays(changes.iter().map(|c| match c {
-                RowChange::Put(key, _) | RowChange::Delete(key) => key,
-            }))
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let (put_paths, put_depths) = key_arrays(put_keys.into_iter());
-        let (gone_paths, gone_depths) = key_arrays(gone.into_iter());
-        let (hash, sum) = root.unzip();
-        space.counters.round_trip(1);
+        let mut kept = RowArrays::default();
+        let mut roots = RootArrays::default();
+        for commit in commits {
+            let (id, version) = (commit.state.info.id, commit.state.version.saturating_add(1));
+            for change in &commit.changes {
+                match change {
+                    RowChange::Put(key, body) => put.push(id, key, Some(body), version),
+                    RowChange::Delete(key) => gone.push(id, key, None, version),
+                }
+                if let Some(max_pin) = commit.state.max_pin {
+                    let (RowChange::Put(key, _) | RowChange::Delete(key)) = change;
+                    kept.push(id, key, None, version);
+                    kept.max_pin.push(max_pin);
+                }
+            }
+            roots.push(id, &commit.new_root, version);
+        }
+        first.space.counters.round_trip(1);
         sqlx::query(
-        "WITH kept AS ( \
-             INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
-             SELECT n.ns, n.path, n.depth, n.version, $9, n.body \
-             FROM UNNEST($10::bytea[], $11::int4[]) AS k(path, depth) \
-             CROSS JOIN LATERAL ( \
-                 SELECT * FROM ms_smt_strata m \
-                 WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n \
-             WHERE n.version <= $12), \
-         put AS ( \
-             INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
-             SELECT $1, p, d, b, $9 FROM UNNEST($2::bytea[], $3::int4[], $4::bytea[]) AS u(p, d, b) \
-             ON CONFLICT (ns, path, depth) DO UPDATE \
-             SET body = EXCLUDED.body, version = EXCLUDED.version), \
-         gone AS ( \
-             DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
-                 SELECT n.ctid FROM UNNEST($5::bytea[], $6::int4[]) AS k(path, depth) \
+            "WITH kept AS ( \
+                 INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+                 SELECT n.ns, n.path, n.depth, n.version, k.v, n.body \
+                 FROM UNNEST($1::int8[], $2::bytea[], $3::int4[], $4::int8[], $5::int8[]) \
+                     AS k(ns, path, depth, v, max_pin) \
                  CROSS JOIN LATERAL ( \
-                     SELECT ctid FROM ms_smt_strata m \
-                     WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n))) \
-         UPDATE ms_smt_namespaces SET root_hash = $7, root_sum = $8, version = $9 WHERE id = $1",
-    )
-    .bind(state.info.id)
-    .bind(put_paths)
-    .bind(put_depths)
-    .bind(bodies)
-    .bind(gone_paths)
-    .bind(gone_depths)
-    .bind(hash)
-    .bind(sum)
-    .bind(state.version.saturating_add(1))
-    .bind(kept.0)
-    .bind(kept.1)
-    .bind(state.max_pin)
-    .execute(&mut *self)
-    .await?;
-        space.fail("written")?;
+                     SELECT * FROM ms_smt_strata m \
+                     WHERE m.ns = k.ns AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n \
+                 WHERE n.version <= k.max_pin), \
+             put AS ( \
+                 INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+                 SELECT * FROM UNNEST($6::int8[], $7::bytea[], $8::int4[], $9::bytea[], $10::int8[]) \
+                 ON CONFLICT (ns, path, depth) DO UPDATE \
+                 SET body = EXCLUDED.body, version = EXCLUDED.version), \
+             gone AS ( \
+                 DELETE FROM ms_smt_strata WHERE ctid = ANY(ARRAY( \
+                     SELECT n.ctid FROM UNNEST($11::int8[], $12::bytea[], $13::int4[]) \
+                         AS k(ns, path, depth) \
+                     CROSS JOIN LATERAL ( \
+                         SELECT ctid FROM ms_smt_strata m \
+                         WHERE m.ns = k.ns AND m.path = k.path AND m.depth = k.depth \
+                         OFFSET 0) AS n))) \
+             UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v \
+             FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[]) AS u(id, h, s, v) \
+             WHERE n.id = u.id",
+        )
+        .bind(kept.ns)
+        .bind(kept.path)
+        .bind(kept.depth)
+        .bind(kept.version)
+        .bind(kept.max_pin)
+        .bind(put.ns)
+        .bind(put.path)
+        .bind(put.depth)
+        .bind(put.body)
+        .bind(put.version)
+        .bind(gone.ns)
+        .bind(gone.path)
+        .bind(gone.depth)
+        .bind(roots.id)
+        .bind(roots.hash)
+        .bind(roots.sum)
+        .bind(roots.version)
+        .execute(&mut *self)
+        .await?;
+        for commit in commits {
+            commit.space.fail("written")?;
+        }
         Ok(())
     }
 
-    /// One statement (see [`write_commit`](Dialect::write_commit) for why).
+    /// One statement (see [`write_commits`](Dialect::write_commits) for why).
     async fn clear(&mut self, space: &NamespaceState, state: &NsState) -> Res<()> {
         space.counters.round_trip(1);
         sqlx::query(
@@ -376,53 +449,58 @@ impl Dialect for PgConnection {
     }
 }
 
-/// The path walk's statement. `$1` namespace id, `$2` per start the
-/// depth of its first row, `$3` its key as a 32-byte path, `$4` whether
-/// the sibling of its first row is wanted, `$5` the stratum height, `$6`
-/// whether sibling rows are wanted at all.
+/// The path walk's statement. Per start: `$1` its walk's index, `$2`
+/// its namespace id, `$3` the depth of its first row, `$4` its key as a
+/// 32-byte path, `$5` whether the sibling of its first row is wanted,
+/// `$6` whether its walk wants sibling rows at all, `$7` its namespace's
+/// stratum height.
 ///
 /// Each walk step probes the row at the next depth on the key's path (the
 /// path is cut out of the key in SQL, so a step carries 32 bytes) and
 /// carries the row's body, so a path row is read once; sibling rows are
-/// probed afterwards. Rows come back nearest the root first, each with
-/// the root hash the statement saw.
+/// probed afterwards. Rows come back by walk, nearest the root first,
+/// each with the root hash the statement saw for its namespace.
 fn walk_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(walk_sql_text)
 }
 
 fn walk_sql_text() -> String {
-    let step = |k: &str, d: &str| {
+    let step = |ns: &str, k: &str, d: &str| {
         format!(
             "SELECT m.path, m.body FROM ms_smt_strata m \
-             WHERE m.ns = $1 AND m.depth = {d} AND m.path = {} OFFSET 0",
+             WHERE m.ns = {ns} AND m.depth = {d} AND m.path = {} OFFSET 0",
             prefix_sql(k, d)
         )
     };
-    let first = step("s.k", "s.depth");
-    let next = step("w.k", "(w.depth + $5)");
-    let sib_below = sibling_sql("k", "(depth + $5)");
+    let first = step("s.ns", "s.k", "s.depth");
+    let next = step("w.ns", "w.k", "(w.depth + w.h)");
+    let sib_below = sibling_sql("k", "(depth + h)");
     let sib_first = sibling_sql("k", "depth");
     format!(
         "WITH RECURSIVE s AS ( \
-             SELECT * FROM UNNEST($2::int4[], $3::bytea[], $4::bool[]) AS s(depth, k, sib)), \
-         walk(depth, k, path, body) AS ( \
-             SELECT s.depth, s.k, n.path, n.body FROM s CROSS JOIN LATERAL ({first}) AS n \
+             SELECT * FROM UNNEST($1::int4[], $2::int8[], $3::int4[], $4::bytea[], $5::bool[], \
+                                  $6::bool[], $7::int4[]) AS s(walk, ns, depth, k, sib, want, h)), \
+         walk(walk, ns, h, want, depth, k, path, body) AS ( \
+             SELECT s.walk, s.ns, s.h, s.want, s.depth, s.k, n.path, n.body \
+             FROM s CROSS JOIN LATERAL ({first}) AS n \
            UNION ALL \
-             SELECT w.depth + $5, w.k, n.path, n.body FROM walk w CROSS JOIN LATERAL ({next}) AS n \
-             WHERE w.depth + $5 <= 256), \
-         sibs(path, depth) AS ( \
-             SELECT {sib_below}, depth + $5 FROM walk WHERE $6 AND depth + $5 <= 256 \
+             SELECT w.walk, w.ns, w.h, w.want, w.depth + w.h, w.k, n.path, n.body \
+             FROM walk w CROSS JOIN LATERAL ({next}) AS n \
+             WHERE w.depth + w.h <= 256), \
+         sibs(walk, ns, path, depth) AS ( \
+             SELECT walk, ns, {sib_below}, depth + h FROM walk WHERE want AND depth + h <= 256 \
            UNION \
-             SELECT {sib_first}, depth FROM s WHERE $6 AND sib), \
-         found(path, depth, body) AS ( \
-             SELECT path, depth, body FROM walk \
+             SELECT walk, ns, {sib_first}, depth FROM s WHERE want AND sib), \
+         found(walk, ns, path, depth, body) AS ( \
+             SELECT walk, ns, path, depth, body FROM walk \
            UNION ALL \
-             SELECT n.path, n.depth, n.body FROM sibs w CROSS JOIN LATERAL ( \
+             SELECT w.walk, w.ns, n.path, n.depth, n.body FROM sibs w CROSS JOIN LATERAL ( \
                  SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
-                 WHERE m.ns = $1 AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n) \
-         SELECT path, depth::int8, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = $1) \
-         FROM found ORDER BY depth"
+                 WHERE m.ns = w.ns AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n) \
+         SELECT path, depth::int8, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = f.ns), \
+                walk \
+         FROM found f ORDER BY walk, depth"
     )
 }
 
@@ -443,12 +521,13 @@ fn sibling_sql(k: &str, d: &str) -> String {
     format!("set_byte({p}, ({d} - 1) / 8, get_byte({p}, ({d} - 1) / 8) # (128 >> (({d} - 1) % 8)))")
 }
 
-/// The row keys as two parallel arrays (paths, depths).
-/// The current rows at the keys `$2`/`$3` of namespace `$1`.
-const READ_ROWS: &str = "SELECT n.path, n.depth, n.body \
-         FROM UNNEST($2::bytea[], $3::int4[]) AS k(path, depth) CROSS JOIN LATERAL ( \
+/// The current rows at the keys `$3`/`$4` of the namespaces `$2`, each
+/// with the index `$1` of its read.
+const READ_ROWS: &str = "SELECT k.r, n.path, n.depth, n.body \
+         FROM UNNEST($1::int4[], $2::int8[], $3::bytea[], $4::int4[]) AS k(r, ns, path, depth) \
+         CROSS JOIN LATERAL ( \
              SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
-             WHERE m.ns = $1 AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n";
+             WHERE m.ns = k.ns AND m.path = k.path AND m.depth = k.depth OFFSET 0) AS n";
 
 /// The rows at the keys `$2`/`$3` of namespace `$1` as they were at
 /// version `$4`: the live row if written at or before it, else the kept
@@ -463,27 +542,80 @@ const READ_ROWS_AT: &str = "SELECT k.path, k.depth, b.body \
               OFFSET 0) \
            LIMIT 1) AS b";
 
-/// Runs a row read by key arrays (`$1` namespace, `$2`/`$3` the paths and
-/// depths, `$4` the version when given) in one statement.
-async fn read_keyed(
-    conn: &mut PgConnection,
-    space: &NamespaceState,
-    sql: &'static str,
-    ns: i64,
-    keys: &[RowKey],
-    version: Option<i64>,
-) -> Res<Vec<(RowKey, Vec<u8>)>> {
-    let (paths, depths) = key_arrays(keys.iter());
-    space.counters.round_trip(1);
-    let query = sqlx::query_as(sql).bind(ns).bind(paths).bind(depths);
-    let query = match version {
-        Some(v) => query.bind(v),
-        None => query,
-    };
-    let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = query.fetch_all(&mut *conn).await?;
-    Ok(keyed_rows(rows).collect())
+/// The starts of a walk of several namespaces, as the statement's arrays.
+#[derive(Default)]
+struct WalkStarts {
+    walk: Vec<i32>,
+    ns: Vec<i64>,
+    depth: Vec<i32>,
+    key: Vec<Vec<u8>>,
+    sib: Vec<bool>,
+    want: Vec<bool>,
+    height: Vec<i32>,
 }
 
+/// The rows of a walk of several namespaces, split by walk (the last
+/// column; the statement returns them ordered by it).
+fn split_walks(rows: &[sqlx::postgres::PgRow]) -> Result<Vec<(usize, &[sqlx::postgres::PgRow])>, sqlx::Error> {
+    use sqlx::Row;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let walk: i32 = rows[start].try_get(4)?;
+        let mut end = start + 1;
+        while end < rows.len() && rows[end].try_get::<i32, _>(4)? == walk {
+            end += 1;
+        }
+        out.push((usize::try_from(walk).unwrap_or(usize::MAX), &rows[start..end]));
+        start = end;
+    }
+    Ok(out)
+}
+
+/// Rows to write, delete or keep, as the statement's parallel arrays.
+#[derive(Default)]
+struct RowArrays<'a> {
+    ns: Vec<i64>,
+    path: Vec<&'a [u8]>,
+    depth: Vec<i32>,
+    body: Vec<&'a [u8]>,
+    version: Vec<i64>,
+    max_pin: Vec<i64>,
+}
+
+impl<'a> RowArrays<'a> {
+    fn push(&mut self, ns: i64, key: &'a RowKey, body: Option<&'a Vec<u8>>, version: i64) {
+        self.ns.push(ns);
+        self.path.push(&key.path);
+        self.depth.push(i32::try_from(key.depth).unwrap_or(i32::MAX));
+        if let Some(body) = body {
+            self.body.push(body);
+        }
+        self.version.push(version);
+    }
+}
+
+/// New roots, as the statement's parallel arrays (hash and sum NULL for
+/// the empty tree).
+#[derive(Default)]
+struct RootArrays {
+    id: Vec<i64>,
+    hash: Vec<Option<Vec<u8>>>,
+    sum: Vec<Option<i64>>,
+    version: Vec<i64>,
+}
+
+impl RootArrays {
+    fn push(&mut self, id: i64, root: &ComputedNode, version: i64) {
+        let empty = *root == ComputedNode::empty_root();
+        self.id.push(id);
+        self.hash.push((!empty).then(|| root.hash.0.to_vec()));
+        self.sum.push((!empty).then(|| sum_to_sql(root.sum)));
+        self.version.push(version);
+    }
+}
+
+/// The row keys as two parallel arrays (paths, depths).
 fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec<i32>) {
     keys.map(|k| {
         (

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::SqlSafeStr;
 
-use super::dialect::{Arg, Dialect};
+use super::dialect::{Arg, Dialect, PathWalk, RowRead};
 use super::error::Res;
 use super::ops::{namespace, version_to_sql};
 use super::space::{NamespaceState, NsInfo, PAST_EVERY_DEPTH, keyed_rows};
@@ -42,7 +42,11 @@ async fn rows_at<C: Dialect>(
     keys: &[RowKey],
 ) -> Res<Vec<(RowKey, Vec<u8>)>> {
     match at {
-        ReadAt::Current => conn.read_rows(space, info, keys).await,
+        ReadAt::Current => Ok(conn
+            .read_rows(&[RowRead { space, info, keys }])
+            .await?
+            .pop()
+            .unwrap_or_default()),
         ReadAt::Version(v) => {
             conn.read_rows_at(space, info, version_to_sql(v), keys)
                 .await
@@ -129,7 +133,13 @@ pub(crate) async fn paths_on<C: Dialect>(
     if guard {
         conn.guard_walk(space).await?;
     }
-    conn.walk_paths(space, info, starts, siblings).await
+    let walk = PathWalk {
+        space,
+        info,
+        starts,
+        siblings,
+    };
+    Ok(conn.walk_paths(&[walk]).await?.pop().unwrap_or_default())
 }
 
 /// Decodes rows into their nodes (counted as read), keeping each decoded

@@ -267,24 +267,23 @@ impl PathParams {
             .collect()
     }
 
-    /// Two blobs of [`width`](Self::width) bytes per start, of 32-byte
-    /// slots: slot `j` the (zero-padded) path of the row at depth
+    /// Two blobs of [`width`](Self::width) bytes for start `i`, of
+    /// 32-byte slots: slot `j` the (zero-padded) path of the row at depth
     /// `j * height` on the start's key, and of that row's sibling (slot 0
     /// unused). A query cuts the real `(depth + 7) / 8` bytes out of a slot.
     #[cfg(feature = "sqlite")]
-    pub fn slot_blobs(&self, height: StratumHeight) -> (Vec<u8>, Vec<u8>) {
+    pub fn slot_blob(&self, height: StratumHeight, i: usize) -> (Vec<u8>, Vec<u8>) {
         use crate::key::MAX_LEVEL;
-        let size = Self::width(height).saturating_mul(self.keys.len());
+        let size = Self::width(height);
         let (mut paths, mut sibs) = (Vec::with_capacity(size), Vec::with_capacity(size));
-        for key in &self.keys {
-            for d in (0..=MAX_LEVEL).step_by(height.get()) {
-                paths.extend_from_slice(&crate::strata::path_array(key, d));
-                if d > 0 {
-                    let other = key.with_bit(d - 1, !key.bit(d - 1));
-                    sibs.extend_from_slice(&crate::strata::path_array(&other, d));
-                } else {
-                    sibs.extend_from_slice(&[0u8; 32]);
-                }
+        let key = &self.keys[i];
+        for d in (0..=MAX_LEVEL).step_by(height.get()) {
+            paths.extend_from_slice(&crate::strata::path_array(key, d));
+            if d > 0 {
+                let other = key.with_bit(d - 1, !key.bit(d - 1));
+                sibs.extend_from_slice(&crate::strata::path_array(&other, d));
+            } else {
+                sibs.extend_from_slice(&[0u8; 32]);
             }
         }
         (paths, sibs)

@@ -24,25 +24,30 @@
 //! * The schema is versioned ([`SqliteStore::migrate`](super::SqlStore::migrate)): a database written
 //!   by an earlier schema of this release line is upgraded when opened.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{AssertSqlSafe, Executor, SqlSafeStr, SqlStr, SqliteConnection};
 
-use super::dialect::{Arg, Dialect, Migration, Shared, arguments};
+use super::dialect::{
+    Arg, CommitRows, Dialect, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
+};
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
-use super::packed::{INDEX_CTE, MAX_ROWS, PackedRows, count};
+use super::packed::{INDEX_CTE, MAX_ROWS, PackedRow, PackedRows, PackedTexts, count, push_int};
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
-use crate::store::PathStart;
-use crate::strata::{RowChange, RowKey};
+use crate::store::Counters;
+use crate::strata::{RowChange, RowKey, StratumHeight};
 
 /// A tree store in an SQLite database, bound to one namespace.
 pub type SqliteStore = SqlStore<SqliteConnection>;
@@ -231,7 +236,7 @@ impl Dialect for SqliteConnection {
 
     /// Nothing to take: an SQLite write transaction (`BEGIN IMMEDIATE`, or
     /// a write in the caller's transaction) holds the database's write lock.
-    async fn lock_namespace(&mut self, _: &NamespaceState) -> Res<()> {
+    async fn lock_namespaces(&mut self, _: &[&NamespaceState]) -> Res<()> {
         Ok(())
     }
 
@@ -240,17 +245,38 @@ impl Dialect for SqliteConnection {
         Ok(())
     }
 
-    async fn create_namespace(&mut self, space: &NamespaceState) -> Res<()> {
-        space.counters.round_trip(1);
-        sqlx::query(
-            "INSERT INTO ms_smt_namespaces (name, height) VALUES (?, ?) \
-         ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(&*space.name)
-        .bind(i64::from(space.height.get() as u8))
-        .execute(&mut *self)
-        .await?;
+    async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
+        let Some(first) = spaces.first() else {
+            return Ok(());
+        };
+        let names = PackedTexts::new(
+            spaces
+                .iter()
+                .map(|s| (&*s.name, i64::from(s.height.get() as u8))),
+        );
+        first.counters.round_trip(1);
+        let sql = format!(
+            "WITH RECURSIVE {INDEX_CTE}, {NAMES_CTE} \
+             INSERT INTO ms_smt_namespaces (name, height) SELECT name, int FROM k WHERE true \
+             ON CONFLICT (name) DO NOTHING"
+        );
+        Dialect::execute(self, AssertSqlSafe(sql).into_sql_str(), &texts_args(&names)).await?;
         Ok(())
+    }
+
+    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamedRow>> {
+        let Some(first) = spaces.first() else {
+            return Ok(Vec::new());
+        };
+        let names = PackedTexts::new(spaces.iter().map(|s| (&*s.name, 0)));
+        first.counters.round_trip(1);
+        let sql = format!(
+            "WITH RECURSIVE {INDEX_CTE}, {NAMES_CTE} \
+             SELECT n.name, n.id, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, n.version, \
+                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+             FROM k CROSS JOIN ms_smt_namespaces n ON n.name = k.name"
+        );
+        Dialect::fetch_all(self, AssertSqlSafe(sql).into_sql_str(), &texts_args(&names)).await
     }
 
     fn walk_needs_guard(_: bool, _: usize) -> bool {
@@ -261,102 +287,77 @@ impl Dialect for SqliteConnection {
         Ok(())
     }
 
-    /// Reads the rows on the paths of `starts` (each from the row holding its
-    /// start level down to where its key's path ends) and, with `siblings`,
-    /// the sibling rows at each row boundary, in one statement; returns their
-    /// nodes, rows nearest the root first. The walk carries each row's body,
-    /// so a path row is probed once; sibling rows are probed afterwards.
+    /// Reads the rows on the paths of every walk's starts (each from the
+    /// row holding its start level down to where its key's path ends)
+    /// and, where the walk asks, the sibling rows at each row boundary, in
+    /// one statement per stratum height (and chunk of starts); returns
+    /// each walk's nodes, rows nearest the root first. The walk carries
+    /// each row's body, so a path row is probed once; sibling rows are
+    /// probed afterwards. Walks name distinct namespaces.
     ///
-    /// For start `i` ([`PathParams`]: shared rows are walked once), `?4` holds
-    /// the depth of its first row (3 digits) and `1` when that row's sibling
-    /// is wanted too, `?5` the path of the row at depth `j * height` in 32
-    /// bytes at `i * W + j * 32` (W = `?8`), and `?6` the path of that row's
-    /// sibling; the query cuts the `(depth + 7) / 8` real bytes out.
-    async fn walk_paths(
-        &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> Res<Vec<(Hash, Node)>> {
-        let h = info.height.get();
-        let per_key = PathParams::width(info.height);
-        let sql = shared_sql(format!(
-            "WITH RECURSIVE {INDEX_CTE}, \
-         starts(i, depth, sib) AS ( \
-             SELECT i, CAST(substr(?4, i * 4 + 1, 3) AS INTEGER), CAST(substr(?4, i * 4 + 4, 1) AS INTEGER) = 1 \
-             FROM idx), \
-         walk(i, depth, path, body) AS ( \
-             SELECT s.i, s.depth, n.path, n.body FROM starts s CROSS JOIN ms_smt_strata n \
-               ON n.ns = ?1 AND n.path = substr(?5, s.i * ?8 + (s.depth / ?3) * 32 + 1, \
-                                                 (s.depth + 7) / 8) \
-              AND n.depth = s.depth \
-           UNION ALL \
-             SELECT w.i, w.depth + ?3, n.path, n.body FROM walk w CROSS JOIN ms_smt_strata n \
-               ON n.ns = ?1 AND n.path = substr(?5, w.i * ?8 + ((w.depth + ?3) / ?3) * 32 + 1, \
-                                                 (w.depth + ?3 + 7) / 8) \
-              AND n.depth = w.depth + ?3 \
-             WHERE w.depth + ?3 <= 256), \
-         sibs(path, depth) AS ( \
-             SELECT substr(?6, i * ?8 + ((depth + ?3) / ?3) * 32 + 1, (depth + ?3 + 7) / 8), \
-                    depth + ?3 \
-             FROM walk WHERE ?7 AND depth + ?3 <= 256 \
-           UNION \
-             SELECT substr(?6, i * ?8 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth \
-             FROM starts WHERE ?7 AND sib) \
-         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
-         FROM walk \
-         UNION ALL \
-         SELECT n.path, n.depth, n.body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = ?1) \
-         FROM sibs w CROSS JOIN ms_smt_strata n \
-           ON n.ns = ?1 AND n.path = w.path AND n.depth = w.depth \
-         ORDER BY 2"
-        ));
-        let mut out = Vec::new();
-        for chunk in starts.chunks(MAX_ROWS / 4) {
-            let params = PathParams::new(info.height, chunk);
-            if params.depths.is_empty() {
-                continue;
+    /// For start `i` ([`PathParams`]: shared rows are walked once), `?1`
+    /// holds its namespace id, `?4` the depth of its first row (3 digits),
+    /// then `1` when that row's sibling is wanted too and `1` when its walk
+    /// wants sibling rows at all, `?5` the path of the row at depth
+    /// `j * height` in 32 bytes at `i * W + j * 32` (W = `?7`), and `?6`
+    /// the path of that row's sibling; the query cuts the
+    /// `(depth + 7) / 8` real bytes out.
+    async fn walk_paths(&mut self, walks: &[PathWalk<'_>]) -> Res<Vec<Vec<(Hash, Node)>>> {
+        let mut out: Vec<Vec<(Hash, Node)>> = walks.iter().map(|_| Vec::new()).collect();
+        let mut heights: Vec<StratumHeight> = walks.iter().map(|w| w.info.height).collect();
+        heights.sort_unstable_by_key(|h| h.get());
+        heights.dedup();
+        for height in heights {
+            let mut starts: Vec<(usize, PathParams)> = Vec::new();
+            for (w, walk) in walks.iter().enumerate() {
+                if walk.info.height == height {
+                    starts.push((w, PathParams::new(height, walk.starts)));
+                }
             }
-            let depths: Vec<u8> = params
-                .depths
-                .iter()
-                .zip(&params.first_sibling)
-                .flat_map(|(d, sib)| format!("{d:03}{}", u8::from(*sib)).into_bytes())
-                .collect();
-            let (paths, sibs) = params.slot_blobs(info.height);
-            space.counters.round_trip(1);
-            let rows = sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(info.id)
-                .bind(count(params.depths.len()))
-                .bind(count(h))
-                .bind(depths)
-                .bind(paths)
-                .bind(sibs)
-                .bind(siblings)
-                .bind(count(per_key))
-                .fetch_all(&mut *self)
-                .await?;
-            let (root, rows) = walk_rows(&rows)?;
-            out.extend(path_nodes(space, info.height, root, rows)?);
+            walk_height(self, walks, height, &starts, &mut out).await?;
         }
         Ok(out)
     }
 
-    async fn read_rows(
-        &mut self,
-        space: &NamespaceState,
-        info: NsInfo,
-        keys: &[RowKey],
-    ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        let sql = format!(
+    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<(RowKey, Vec<u8>)>>> {
+        let mut out: Vec<Vec<(RowKey, Vec<u8>)>> = reads.iter().map(|_| Vec::new()).collect();
+        let Some(first) = reads.first() else {
+            return Ok(out);
+        };
+        let sql = shared_sql(format!(
             "WITH RECURSIVE {INDEX_CTE}, \
-         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
-         SELECT n.path, n.depth, n.body FROM k CROSS JOIN ms_smt_strata n \
-           ON n.ns = ?1 AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
-          AND n.depth = k.depth"
-        );
-        read_packed(self, space, info.id, sql, keys, None).await
+             k(i, ns, depth) AS (SELECT i, {NS}, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) \
+                 FROM idx) \
+             SELECT n.ns, n.path, n.depth, n.body FROM k CROSS JOIN ms_smt_strata n \
+               ON n.ns = k.ns AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
+              AND n.depth = k.depth"
+        ));
+        let rows = reads.iter().flat_map(|r| {
+            r.keys.iter().map(|key| PackedRow {
+                ns: r.info.id,
+                key,
+                body: &[],
+                a: 0,
+                b: 0,
+            })
+        });
+        let by_ns: HashMap<i64, usize> = reads
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.info.id, i))
+            .collect();
+        for chunk in PackedRows::chunks(rows) {
+            first.space.counters.round_trip(1);
+            let args = packed_args(&chunk, Columns::KEYS);
+            let rows: Vec<(i64, Vec<u8>, i64, Vec<u8>)> =
+                Dialect::fetch_all(self, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
+            for (ns, path, depth, body) in rows {
+                if let Some(rows) = by_ns.get(&ns).and_then(|r| out.get_mut(*r)) {
+                    rows.extend(keyed_rows(vec![(path, depth, body)]));
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn read_rows_at(
@@ -366,52 +367,130 @@ impl Dialect for SqliteConnection {
         version: i64,
         keys: &[RowKey],
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-        let sql = format!(
+        let sql = shared_sql(format!(
             "WITH RECURSIVE {INDEX_CTE}, \
-         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx), \
-         kp(path, depth) AS (SELECT substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k) \
-         SELECT path, depth, body FROM ( \
-             SELECT kp.path AS path, kp.depth AS depth, COALESCE( \
-                 (SELECT n.body FROM ms_smt_strata n WHERE n.ns = ?1 AND n.path = kp.path \
-                    AND n.depth = kp.depth AND n.version <= ?5), \
-                 (SELECT h.body FROM ms_smt_history h WHERE h.ns = ?1 AND h.path = kp.path \
-                    AND h.depth = kp.depth AND h.from_version <= ?5 AND h.to_version > ?5)) AS body \
-             FROM kp) \
-         WHERE body IS NOT NULL"
-        );
-        read_packed(self, space, info.id, sql, keys, Some(version)).await
+             k(i, ns, depth, v) AS (SELECT i, {NS}, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER), \
+                 {A} FROM idx), \
+             kp(ns, path, depth, v) AS \
+                 (SELECT ns, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, v FROM k) \
+             SELECT path, depth, body FROM ( \
+                 SELECT kp.path AS path, kp.depth AS depth, COALESCE( \
+                     (SELECT n.body FROM ms_smt_strata n WHERE n.ns = kp.ns AND n.path = kp.path \
+                        AND n.depth = kp.depth AND n.version <= kp.v), \
+                     (SELECT h.body FROM ms_smt_history h WHERE h.ns = kp.ns AND h.path = kp.path \
+                        AND h.depth = kp.depth AND h.from_version <= kp.v \
+                        AND h.to_version > kp.v)) AS body \
+                 FROM kp) \
+             WHERE body IS NOT NULL"
+        ));
+        let rows = keys.iter().map(|key| PackedRow {
+            ns: info.id,
+            key,
+            body: &[],
+            a: version,
+            b: 0,
+        });
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in PackedRows::chunks(rows) {
+            space.counters.round_trip(1);
+            let args = packed_args(&chunk, Columns::KEYS | Columns::A);
+            let rows: Vec<(Vec<u8>, i64, Vec<u8>)> =
+                Dialect::fetch_all(self, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
+            out.extend(keyed_rows(rows));
+        }
+        Ok(out)
     }
 
     /// Keeps the rows a pin may read (one packed statement), writes the
     /// changed rows (one packed upsert) and deletes the rows left empty
-    /// (one packed delete), in key order; then moves the root.
-    async fn write_commit(
-        &mut self,
-        space: &NamespaceState,
-        state: &NsState,
-        changes: &[RowChange],
-        new_root: &ComputedNode,
-    ) -> Res<()> {
-        let version = state.version.saturating_add(1);
-        if let Some(max_pin) = state.max_pin {
-            keep_for_pins(self, space, state.info.id, changes, max_pin, version).await?;
+    /// (one packed delete), in key order, for every commit together; then
+    /// moves every root (one packed update).
+    async fn write_commits(&mut self, commits: &[CommitRows<'_>]) -> Res<()> {
+        let Some(first) = commits.first() else {
+            return Ok(());
+        };
+        let counters = &first.space.counters;
+        let version = |c: &CommitRows<'_>| c.state.version.saturating_add(1);
+        let kept = commits.iter().flat_map(|c| {
+            let max_pin = c.state.max_pin;
+            c.changes.iter().filter(move |_| max_pin.is_some()).map(move |change| {
+                let (RowChange::Put(key, _) | RowChange::Delete(key)) = change;
+                PackedRow {
+                    ns: c.state.info.id,
+                    key,
+                    body: &[],
+                    a: version(c),
+                    b: max_pin.unwrap_or(i64::MIN),
+                }
+            })
+        });
+        // Collected before any await: the statements' futures then hold no
+        // closures (which the `Send` check cannot see through).
+        let kept: Vec<PackedRow<'_>> = kept.collect();
+        let keep_sql = format!(
+            "WITH RECURSIVE {INDEX_CTE}, \
+             k(i, ns, depth, v, max_pin) AS (SELECT i, {NS}, \
+                 CAST(substr(?4, i * 3 + 1, 3) AS INTEGER), {A}, {B} FROM idx) \
+             INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+             SELECT n.ns, n.path, n.depth, n.version, k.v, n.body FROM k CROSS JOIN ms_smt_strata n \
+               ON n.ns = k.ns AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
+              AND n.depth = k.depth \
+             WHERE n.version <= k.max_pin"
+        );
+        execute_packed(self, counters, keep_sql, kept, Columns::KEYS | Columns::A | Columns::B)
+            .await?;
+        let puts = commits.iter().flat_map(|c| {
+            c.changes.iter().filter_map(move |change| match change {
+                RowChange::Put(key, body) => Some(PackedRow {
+                    ns: c.state.info.id,
+                    key,
+                    body,
+                    a: version(c),
+                    b: 0,
+                }),
+                RowChange::Delete(_) => None,
+            })
+        });
+        let puts: Vec<PackedRow<'_>> = puts.collect();
+        let put_sql = format!(
+            "WITH RECURSIVE {INDEX_CTE}, \
+             r(i, ns, depth, v) AS (SELECT i, {NS}, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER), \
+                 {A_AFTER_BODIES} FROM idx) \
+             INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
+             SELECT ns, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
+                    substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
+                           CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)), v \
+             FROM r WHERE true \
+             ON CONFLICT (ns, path, depth) DO UPDATE \
+             SET body = excluded.body, version = excluded.version"
+        );
+        execute_packed(self, counters, put_sql, puts, Columns::KEYS | Columns::BODIES | Columns::A)
+            .await?;
+        let deletes = commits.iter().flat_map(|c| {
+            c.changes.iter().filter_map(move |change| match change {
+                RowChange::Delete(key) => Some(PackedRow {
+                    ns: c.state.info.id,
+                    key,
+                    body: &[],
+                    a: 0,
+                    b: 0,
+                }),
+                RowChange::Put(..) => None,
+            })
+        });
+        let deletes: Vec<PackedRow<'_>> = deletes.collect();
+        let delete_sql = format!(
+            "WITH RECURSIVE {INDEX_CTE}, \
+             k(i, ns, depth) AS (SELECT i, {NS}, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) \
+                 FROM idx) \
+             DELETE FROM ms_smt_strata WHERE (ns, path, depth) IN \
+                 (SELECT ns, substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k)"
+        );
+        execute_packed(self, counters, delete_sql, deletes, Columns::KEYS).await?;
+        for commit in commits {
+            commit.space.fail("written")?;
         }
-        write_rows(self, space, state.info.id, changes, version).await?;
-        space.fail("written")?;
-        space.counters.round_trip(1);
-        let root = (*new_root != ComputedNode::empty_root())
-            .then(|| (new_root.hash.0.to_vec(), sum_to_sql(new_root.sum)));
-        let (hash, sum) = root.unzip();
-        sqlx::query(
-            "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ? WHERE id = ?",
-        )
-        .bind(hash)
-        .bind(sum)
-        .bind(version)
-        .bind(state.info.id)
-        .execute(&mut *self)
-        .await?;
-        Ok(())
+        set_roots(self, counters, commits).await
     }
 
     /// One key range of rows, then the root.
@@ -448,24 +527,83 @@ impl Dialect for SqliteConnection {
     }
 }
 
-/// The arguments of a packed statement for one chunk: `?1` namespace,
-/// `?2`-`?4` the packed keys, with `bodies` `?5`-`?7` the packed bodies,
-/// then `extra` in order.
-fn packed_args<'q>(ns: i64, chunk: &'q PackedRows, bodies: bool, extra: &[i64]) -> Vec<Arg<'q>> {
+/// The packed columns a statement reads, and so binds: always `?1`
+/// namespaces, `?2` the count, `?3` paths and `?4` depths; then, in this
+/// order and numbered on, bodies (three parameters), the first integers
+/// and the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Columns(u8);
+
+impl Columns {
+    const KEYS: Columns = Columns(0);
+    const BODIES: Columns = Columns(1);
+    const A: Columns = Columns(2);
+    const B: Columns = Columns(4);
+
+    fn has(self, other: Columns) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Columns {
+    type Output = Columns;
+
+    fn bitor(self, other: Columns) -> Columns {
+        Columns(self.0 | other.0)
+    }
+}
+
+/// Row `i`'s namespace id in a packed statement.
+const NS: &str = "CAST(substr(?1, i * 20 + 1, 20) AS INTEGER)";
+/// Row `i`'s first integer, in a statement without bodies.
+const A: &str = "CAST(substr(?5, i * 20 + 1, 20) AS INTEGER)";
+/// Row `i`'s second integer, in a statement without bodies.
+const B: &str = "CAST(substr(?6, i * 20 + 1, 20) AS INTEGER)";
+/// Row `i`'s first integer, in a statement with bodies.
+const A_AFTER_BODIES: &str = "CAST(substr(?8, i * 20 + 1, 20) AS INTEGER)";
+
+/// The packed texts of [`PackedTexts`] as `k(name, int)`: `?2` the count,
+/// `?3` the texts, `?4` their offsets, `?5` their lengths, `?6` the
+/// integers.
+const NAMES_CTE: &str = "k(name, int) AS (SELECT \
+     CAST(substr(?3, CAST(substr(?4, i * 20 + 1, 20) AS INTEGER) + 1, \
+                 CAST(substr(?5, i * 20 + 1, 20) AS INTEGER)) AS TEXT), \
+     CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) FROM idx)";
+
+/// The arguments of a [`NAMES_CTE`] statement (`?1` unused but bound, so
+/// the numbering matches the row statements').
+fn texts_args(texts: &PackedTexts) -> Vec<Arg<'_>> {
+    vec![
+        Arg::Int(0),
+        Arg::Int(count(texts.len)),
+        Arg::Bytes(&texts.text),
+        Arg::Bytes(&texts.at),
+        Arg::Bytes(&texts.text_len),
+        Arg::Bytes(&texts.int),
+    ]
+}
+
+/// The arguments of a packed statement for one chunk (see [`Columns`]).
+fn packed_args(chunk: &PackedRows, columns: Columns) -> Vec<Arg<'_>> {
     let mut args = vec![
-        Arg::Int(ns),
+        Arg::Bytes(&chunk.ns),
         Arg::Int(count(chunk.len)),
         Arg::Bytes(&chunk.path),
         Arg::Bytes(&chunk.depth),
     ];
-    if bodies {
+    if columns.has(Columns::BODIES) {
         args.extend([
             Arg::Bytes(&chunk.body),
             Arg::Bytes(&chunk.body_at),
             Arg::Bytes(&chunk.body_len),
         ]);
     }
-    args.extend(extra.iter().map(|v| Arg::Int(*v)));
+    if columns.has(Columns::A) {
+        args.push(Arg::Bytes(&chunk.a));
+    }
+    if columns.has(Columns::B) {
+        args.push(Arg::Bytes(&chunk.b));
+    }
     args
 }
 
@@ -481,107 +619,183 @@ fn shared_sql(sql: String) -> Arc<str> {
 /// (arguments as [`packed_args`]); `sql` is built from our constants only.
 async fn execute_packed<'a>(
     conn: &mut SqliteConnection,
-    space: &NamespaceState,
-    ns: i64,
+    counters: &Counters,
     sql: String,
-    rows: impl IntoIterator<Item = (&'a RowKey, &'a [u8])>,
-    bodies: bool,
-    extra: &[i64],
+    rows: impl IntoIterator<Item = PackedRow<'a>>,
+    columns: Columns,
 ) -> Res<()> {
     let sql = shared_sql(sql);
     for chunk in PackedRows::chunks(rows) {
-        space.counters.round_trip(1);
-        let args = packed_args(ns, &chunk, bodies, extra);
+        counters.round_trip(1);
+        let args = packed_args(&chunk, columns);
         Dialect::execute(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
     }
     Ok(())
 }
 
-/// Runs a packed row read (`?1` namespace, `?2`-`?4` the packed keys,
-/// `?5` the version when given), a statement per chunk of keys; `sql` is
-/// built from our constants only.
-async fn read_packed(
+/// Moves every commit's root and version, in one packed statement: `?1`
+/// the namespace ids, `?3` the root hashes (32 bytes each; ignored where
+/// the tree is empty), `?5` 1 where the tree is not empty, `?6` the root
+/// sums, `?7` the versions.
+async fn set_roots(
     conn: &mut SqliteConnection,
-    space: &NamespaceState,
-    ns: i64,
-    sql: String,
-    keys: &[RowKey],
-    version: Option<i64>,
-) -> Res<Vec<(RowKey, Vec<u8>)>> {
-    let mut out = Vec::with_capacity(keys.len());
-    let extra: Vec<i64> = version.into_iter().collect();
-    let sql = shared_sql(sql);
-    for chunk in PackedRows::chunks(keys.iter().map(|k| (k, &[][..]))) {
-        space.counters.round_trip(1);
-        let args = packed_args(ns, &chunk, false, &extra);
-        let rows: Vec<(Vec<u8>, i64, Vec<u8>)> =
-            Dialect::fetch_all(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args)
-                .await?;
-        out.extend(keyed_rows(rows));
-    }
-    Ok(out)
-}
-
-/// Copies the rows a commit at `version` is about to replace or delete
-/// into `ms_smt_history`: those written at or before the newest pin.
-async fn keep_for_pins(
-    conn: &mut SqliteConnection,
-    space: &NamespaceState,
-    ns: i64,
-    changes: &[RowChange],
-    max_pin: i64,
-    version: i64,
+    counters: &Counters,
+    commits: &[CommitRows<'_>],
 ) -> Res<()> {
+    let (mut ids, mut hashes, mut present, mut sums, mut versions) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for commit in commits {
+        let root = &commit.new_root;
+        let empty = *root == ComputedNode::empty_root();
+        push_int(&mut ids, commit.state.info.id);
+        hashes.extend_from_slice(&root.hash.0);
+        push_int(&mut present, i64::from(!empty));
+        push_int(&mut sums, sum_to_sql(root.sum));
+        push_int(&mut versions, commit.state.version.saturating_add(1));
+    }
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
-         INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
-         SELECT n.ns, n.path, n.depth, n.version, ?5, n.body FROM k CROSS JOIN ms_smt_strata n \
-           ON n.ns = ?1 AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
-          AND n.depth = k.depth \
-         WHERE n.version <= ?6"
+         u(id, h, s, v) AS (SELECT {NS}, \
+             CASE WHEN {PRESENT} = 1 THEN substr(?3, i * 32 + 1, 32) END, \
+             CASE WHEN {PRESENT} = 1 THEN CAST(substr(?5, i * 20 + 1, 20) AS INTEGER) END, \
+             CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) FROM idx) \
+         UPDATE ms_smt_namespaces SET root_hash = u.h, root_sum = u.s, version = u.v \
+         FROM u WHERE ms_smt_namespaces.id = u.id"
     );
-    let keys = changes.iter().map(|c| match c {
-        RowChange::Put(key, _) | RowChange::Delete(key) => (key, &[][..]),
-    });
-    execute_packed(conn, space, ns, sql, keys, false, &[version, max_pin]).await
+    counters.round_trip(1);
+    let args = [
+        Arg::Bytes(&ids),
+        Arg::Int(count(commits.len())),
+        Arg::Bytes(&hashes),
+        Arg::Bytes(&present),
+        Arg::Bytes(&sums),
+        Arg::Bytes(&versions),
+    ];
+    Dialect::execute(conn, AssertSqlSafe(sql).into_sql_str(), &args).await?;
+    Ok(())
 }
 
-/// A merge's row changes: one packed upsert of the rows that changed, one
-/// packed delete of the rows left empty (one of each unless the batch
-/// exceeds a chunk), stamped with `version`.
-async fn write_rows(
+/// Row `i` of [`set_roots`] holds a tree (`?4`).
+const PRESENT: &str = "CAST(substr(?4, i * 20 + 1, 20) AS INTEGER)";
+
+/// The walks of one stratum height (`starts`: each walk's index and its
+/// [`PathParams`]), a statement per chunk of starts; each walk's nodes go
+/// to its entry of `out`.
+async fn walk_height(
     conn: &mut SqliteConnection,
-    space: &NamespaceState,
-    ns: i64,
-    changes: &[RowChange],
-    version: i64,
+    walks: &[PathWalk<'_>],
+    height: StratumHeight,
+    starts: &[(usize, PathParams)],
+    out: &mut [Vec<(Hash, Node)>],
 ) -> Res<()> {
-    let put_sql = format!(
+    let h = height.get();
+    let per_key = PathParams::width(height);
+    let sql = shared_sql(format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         r(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
-         INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
-         SELECT ?1, substr(?3, i * 32 + 1, (depth + 7) / 8), depth, \
-                substr(?5, CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) + 1, \
-                       CAST(substr(?7, i * 20 + 1, 20) AS INTEGER)), ?8 \
-         FROM r WHERE true \
-         ON CONFLICT (ns, path, depth) DO UPDATE \
-         SET body = excluded.body, version = excluded.version"
-    );
-    let puts = changes.iter().filter_map(|c| match c {
-        RowChange::Put(key, body) => Some((key, body.as_slice())),
-        RowChange::Delete(_) => None,
-    });
-    execute_packed(conn, space, ns, put_sql, puts, true, &[version]).await?;
-    let delete_sql = format!(
-        "WITH RECURSIVE {INDEX_CTE}, \
-         k(i, depth) AS (SELECT i, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) FROM idx) \
-         DELETE FROM ms_smt_strata WHERE ns = ?1 AND (path, depth) IN \
-             (SELECT substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k)"
-    );
-    let deletes = changes.iter().filter_map(|c| match c {
-        RowChange::Delete(key) => Some((key, &[][..])),
-        RowChange::Put(..) => None,
-    });
-    execute_packed(conn, space, ns, delete_sql, deletes, false, &[]).await
+         starts(i, ns, depth, sib, want) AS ( \
+             SELECT i, {NS}, CAST(substr(?4, i * 5 + 1, 3) AS INTEGER), \
+                    CAST(substr(?4, i * 5 + 4, 1) AS INTEGER) = 1, \
+                    CAST(substr(?4, i * 5 + 5, 1) AS INTEGER) = 1 \
+             FROM idx), \
+         walk(i, ns, want, depth, path, body) AS ( \
+             SELECT s.i, s.ns, s.want, s.depth, n.path, n.body \
+             FROM starts s CROSS JOIN ms_smt_strata n \
+               ON n.ns = s.ns AND n.path = substr(?5, s.i * ?7 + (s.depth / ?3) * 32 + 1, \
+                                                   (s.depth + 7) / 8) \
+              AND n.depth = s.depth \
+           UNION ALL \
+             SELECT w.i, w.ns, w.want, w.depth + ?3, n.path, n.body \
+             FROM walk w CROSS JOIN ms_smt_strata n \
+               ON n.ns = w.ns AND n.path = substr(?5, w.i * ?7 + ((w.depth + ?3) / ?3) * 32 + 1, \
+                                                   (w.depth + ?3 + 7) / 8) \
+              AND n.depth = w.depth + ?3 \
+             WHERE w.depth + ?3 <= 256), \
+         sibs(ns, path, depth) AS ( \
+             SELECT ns, substr(?6, i * ?7 + ((depth + ?3) / ?3) * 32 + 1, (depth + ?3 + 7) / 8), \
+                    depth + ?3 \
+             FROM walk WHERE want AND depth + ?3 <= 256 \
+           UNION \
+             SELECT ns, substr(?6, i * ?7 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth \
+             FROM starts WHERE want AND sib) \
+         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = w.ns), \
+                w.ns \
+         FROM walk w \
+         UNION ALL \
+         SELECT n.path, n.depth, n.body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = w.ns), \
+                w.ns \
+         FROM sibs w CROSS JOIN ms_smt_strata n \
+           ON n.ns = w.ns AND n.path = w.path AND n.depth = w.depth \
+         ORDER BY 5, 2"
+    ));
+    // Every start of every walk, in walk order: (walk, ns, params, index).
+    let all: Vec<(usize, usize)> = starts
+        .iter()
+        .enumerate()
+        .flat_map(|(s, (_, params))| (0..params.depths.len()).map(move |i| (s, i)))
+        .collect();
+    let by_ns: HashMap<i64, usize> = starts
+        .iter()
+        .map(|(w, _)| (walks[*w].info.id, *w))
+        .collect();
+    for chunk in all.chunks(MAX_ROWS / 4) {
+        let Some(first) = chunk.first().map(|(s, _)| walks[starts[*s].0].space) else {
+            continue;
+        };
+        let (mut ns, mut flags) = (Vec::new(), Vec::new());
+        let (mut paths, mut sibs) = (Vec::new(), Vec::new());
+        for &(s, i) in chunk {
+            let (w, params) = &starts[s];
+            push_int(&mut ns, walks[*w].info.id);
+            flags.extend_from_slice(
+                format!(
+                    "{:03}{}{}",
+                    params.depths[i],
+                    u8::from(params.first_sibling[i]),
+                    u8::from(walks[*w].siblings)
+                )
+                .as_bytes(),
+            );
+            let (p, q) = params.slot_blob(height, i);
+            paths.extend_from_slice(&p);
+            sibs.extend_from_slice(&q);
+        }
+        first.counters.round_trip(1);
+        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(ns)
+            .bind(count(chunk.len()))
+            .bind(count(h))
+            .bind(flags)
+            .bind(paths)
+            .bind(sibs)
+            .bind(count(per_key))
+            .fetch_all(&mut *conn)
+            .await?;
+        for (id, rows) in split_by_ns(&rows)? {
+            let Some(&w) = by_ns.get(&id) else {
+                continue;
+            };
+            let (root, rows) = walk_rows(rows)?;
+            let nodes = path_nodes(walks[w].space, height, root, rows)?;
+            out[w].extend(nodes);
+        }
+    }
+    Ok(())
+}
+
+/// The rows of a walk of several namespaces, split by namespace (the last
+/// column; the statement returns them ordered by it).
+fn split_by_ns(rows: &[SqliteRow]) -> Result<Vec<(i64, &[SqliteRow])>, sqlx::Error> {
+    use sqlx::Row;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let ns: i64 = rows[start].try_get(4)?;
+        let mut end = start + 1;
+        while end < rows.len() && rows[end].try_get::<i64, _>(4)? == ns {
+            end += 1;
+        }
+        out.push((ns, &rows[start..end]));
+        start = end;
+    }
+    Ok(out)
 }
