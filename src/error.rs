@@ -55,6 +55,37 @@ pub enum PlanError {
     },
 }
 
+/// Why a write through a forest's links ([`Link`](crate::Link)) cannot
+/// be planned; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// A write named a parent tree directly: a parent's leaves follow its
+    /// children's roots and are written by the forest alone.
+    #[error("namespace {namespace:?} is a parent tree: its leaves follow its children")]
+    ParentWrite {
+        /// The parent namespace.
+        namespace: String,
+    },
+    /// Two links claim the same child.
+    #[error("namespace {child:?} is a child of both {first:?} and {second:?}")]
+    TwoParents {
+        /// The child namespace.
+        child: String,
+        /// One parent.
+        first: String,
+        /// Another.
+        second: String,
+    },
+    /// Following parents from a namespace comes back to it (a rule that
+    /// accepts its own parent, say), or goes up more than
+    /// [`MAX_NESTED_LEVELS`](crate::proof::MAX_NESTED_LEVELS) levels.
+    #[error("the parents of namespace {namespace:?} form a cycle or a chain too long")]
+    Cycle {
+        /// Where the walk up started.
+        namespace: String,
+    },
+}
+
 /// Errors of tree operations, generic over the store's own error type.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError<E: std::error::Error + 'static> {
@@ -71,6 +102,9 @@ pub enum TreeError<E: std::error::Error + 'static> {
         /// Attempts made.
         attempts: u32,
     },
+    /// The forest's links refuse the write ([`LinkError`]).
+    #[error(transparent)]
+    Link(#[from] LinkError),
     /// No pin of that name exists in the tree's namespace.
     #[error("no pin named {name:?}")]
     NoSuchPin {

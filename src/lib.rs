@@ -117,7 +117,7 @@ pub use audit::report::{AuditReport, Problem};
 pub use descent::{
     NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many, set_descent_threads,
 };
-pub use error::{PlanError, SumOverflow, TreeError};
+pub use error::{LinkError, PlanError, SumOverflow, TreeError};
 pub use hash::{DEFAULT_HASH_LANES, Hash, hash_lanes, set_hash_lanes};
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
@@ -127,11 +127,13 @@ pub use position::Position;
 pub use progress::{Progress, ProgressOperation, ProgressSink};
 pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
+pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
 pub use proof::single::{Proof, verify_merkle_proof};
 pub use proof::update::UpdateProof;
 pub use tree::{
-    CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, FullTree,
-    ProvenWrite, Receipt, SubmitError, Ticket, Tree, View, Writer, WriterConfig, WriterStats,
+    CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, Forest,
+    ForestReceipt, ForestTicket, ForestWrite, ForestWriter, FullTree, Link, ProvenWrite, Receipt,
+    SubmitError, Ticket, Tree, TreeChange, TreeRoot, View, Writer, WriterConfig, WriterStats,
 };
 pub use universe::{
     Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError, Import, ImportError,

@@ -9,9 +9,9 @@ use crate::proof::decode_error::DecodeError;
 use crate::proof::single::{Proof, empty_sibling, level_of};
 
 /// Size of the bitmap: one bit per sibling.
-const BITMAP_LEN: usize = MAX_LEVEL / 8;
+pub(crate) const BITMAP_LEN: usize = MAX_LEVEL / 8;
 /// Bytes of one explicit node: hash then big-endian sum.
-const NODE_LEN: usize = 40;
+pub(crate) const NODE_LEN: usize = 40;
 
 /// A proof with its empty siblings replaced by bits.
 ///

@@ -47,7 +47,9 @@ pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub(crate) use sql::{Arg, Dialect, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::{CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxStore};
+pub use sql::{
+    CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,
+};
 #[cfg(feature = "postgres")]
 pub use sql::{
     DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore, ReadSnapshot, ReplicaSet, ServedBy,

@@ -10,7 +10,7 @@ use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::store::{PathStart, ReadAt, RecentNodes, TreeStore};
+use crate::store::{ForestStore, PathRead, PathStart, ReadAt, RecentNodes, TreeStore};
 
 /// Reads the nodes on the paths of `keys` (sorted in tree order) under
 /// `root`. With `siblings`, the off-path child of every branch passed too
@@ -66,33 +66,88 @@ fn remember(recent: Option<&RecentNodes>, nodes: &[(Hash, Node)]) {
     }
 }
 
-/// [`fetch_paths`] for a tree that is not committed yet: its root and
-/// every node it changed are in `planned` (the read and written nodes of
-/// the write before it); each path is walked through them as far as they
-/// reach, and the rest, which that write did not change and so is the same
+/// One tree's part of [`fetch_trees`]: its handle, its keys (sorted in
+/// tree order), whether the siblings beside their paths are read too, and,
+/// for a tree whose last write is planned but not committed yet, that
+/// write's new root and its read and written nodes.
+pub(crate) struct TreeFetch<'a, T> {
+    pub tree: &'a T,
+    pub keys: &'a [Key],
+    pub siblings: bool,
+    pub over: Option<(ComputedNode, &'a NodeCache)>,
+}
+
+/// The read phase of a write of several trees: each tree's root (one
+/// store read for all the committed ones) and the nodes on its keys'
+/// paths (one store read for all of them), as [`fetch_paths`] reads one
+/// tree. A planned tree's paths are walked through its planned nodes
+/// first; the rest, which that write did not change and so is the same
 /// in the store before and after its commit, is read from the store.
-pub(crate) async fn fetch_paths_over<S: TreeStore>(
+pub(crate) async fn fetch_trees<S: ForestStore>(
     store: &S,
-    planned: &NodeCache,
-    root: &ComputedNode,
-    keys: &[Key],
-    siblings: bool,
-) -> Result<NodeCache, TreeError<S::Error>> {
-    let mut cache = NodeCache::new();
-    if keys.is_empty() || is_empty_hash(0, &root.hash) {
-        return Ok(cache);
+    trees: &[TreeFetch<'_, S::Tree>],
+    for_write: bool,
+) -> Result<Vec<(ComputedNode, NodeCache)>, TreeError<S::Error>> {
+    let committed: Vec<&S::Tree> = trees
+        .iter()
+        .filter(|t| t.over.is_none())
+        .map(|t| t.tree)
+        .collect();
+    let mut loaded = if committed.is_empty() {
+        Vec::new()
+    } else {
+        store
+            .load_roots(&committed)
+            .await
+            .map_err(TreeError::Store)?
     }
-    let starts = from_root(root, keys);
-    let lookup = |hash: &Hash| planned.node(hash).cloned();
-    let starts = walk_known(&lookup, &mut cache, starts, siblings);
-    if !starts.is_empty() {
-        let nodes = store
-            .read_paths(ReadAt::Current, &starts, siblings)
+    .into_iter();
+    let mut out = Vec::with_capacity(trees.len());
+    let mut reads = Vec::new();
+    let mut read_index = Vec::new();
+    for (i, t) in trees.iter().enumerate() {
+        let root = match t.over {
+            Some((root, _)) => root,
+            None => loaded.next().unwrap_or_else(ComputedNode::empty_root),
+        };
+        let mut cache = NodeCache::new();
+        if !t.keys.is_empty() && !is_empty_hash(0, &root.hash) {
+            let mut starts = from_root(&root, t.keys);
+            match t.over {
+                Some((_, planned)) => {
+                    let lookup = |hash: &Hash| planned.node(hash).cloned();
+                    starts = walk_known(&lookup, &mut cache, starts, t.siblings);
+                }
+                None => {
+                    if let Some(recent) = t.tree.recent_nodes(for_write) {
+                        starts = walk_known(&|h| recent.get(h), &mut cache, starts, t.siblings);
+                    }
+                }
+            }
+            if !starts.is_empty() {
+                reads.push(PathRead {
+                    tree: t.tree,
+                    starts,
+                    siblings: t.siblings,
+                });
+                read_index.push(i);
+            }
+        }
+        out.push((root, cache));
+    }
+    if !reads.is_empty() {
+        let found = store
+            .read_paths_many(&reads)
             .await
             .map_err(TreeError::Store)?;
-        cache.extend(nodes);
+        for ((i, nodes), read) in read_index.into_iter().zip(found).zip(&reads) {
+            if trees[i].over.is_none() {
+                remember(read.tree.recent_nodes(for_write), &nodes);
+            }
+            out[i].1.extend(nodes);
+        }
     }
-    Ok(cache)
+    Ok(out)
 }
 
 /// Follows each single-key path through the nodes `lookup` knows, copying

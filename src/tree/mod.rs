@@ -24,16 +24,18 @@
 //! up by the hash its parent holds, so a read never mixes two trees.
 
 mod fetch;
+mod forest;
 pub(crate) mod handle;
 pub(crate) mod traced;
 mod view;
 mod walk;
 mod writer;
 
+pub use forest::{Forest, ForestWrite, Link, TreeChange};
 pub(crate) use handle::Target;
 pub use handle::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree};
 pub use view::View;
 pub use writer::{
-    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, Receipt, SubmitError, Ticket, Writer,
-    WriterConfig, WriterStats,
+    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, ForestReceipt, ForestTicket, ForestWriter,
+    Receipt, SubmitError, Ticket, TreeRoot, Writer, WriterConfig, WriterStats,
 };

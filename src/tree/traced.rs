@@ -29,6 +29,7 @@ impl<E: std::error::Error + 'static> ErrorKind for TreeError<E> {
             TreeError::Plan(_) => "inconsistent",
             TreeError::Store(_) => "store",
             TreeError::Contention { .. } => "contention",
+            TreeError::Link(_) => "link",
             TreeError::NoSuchPin { .. } => "no_such_pin",
             TreeError::RootMoved { .. } => "root_moved",
             TreeError::NoChildren { .. } => "no_children",

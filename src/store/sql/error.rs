@@ -45,6 +45,13 @@ pub enum SqlStoreError {
     /// created it (another handle renamed or removed it meanwhile).
     #[error("the namespace row vanished inside a write transaction")]
     NamespaceVanished,
+    /// A read or commit of several trees was handed a tree of another
+    /// database (or of another transaction): one commit cannot span them.
+    #[error("namespace {namespace:?} is a tree of another database or transaction")]
+    ForeignTree {
+        /// The namespace of the foreign tree.
+        namespace: String,
+    },
     /// A read or copy named a version of the namespace that no pin holds.
     #[error("no pin holds version {version} of this namespace")]
     NoSuchVersion {

@@ -186,14 +186,14 @@ impl<C: Dialect> SqlStore<C> {
     /// would hide.
     pub fn in_transaction<'c>(&self, conn: &'c mut C) -> SqlTxStore<'c, C> {
         SqlTxStore {
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             space: self.space.clone(),
         }
     }
 
     /// True when `other` shares this handle's pool (so one statement can
     /// see both namespaces).
-    fn same_pool(&self, other: &Self) -> bool {
+    pub(super) fn same_pool(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.pool.connect_options(), &other.pool.connect_options())
     }
 }
@@ -201,8 +201,9 @@ impl<C: Dialect> SqlStore<C> {
 /// A [`SqlStore`] namespace bound to a caller's open transaction; see
 /// [`SqlStore::in_transaction`].
 pub struct SqlTxStore<'c, C: Dialect> {
-    conn: Mutex<&'c mut C>,
-    space: Arc<NamespaceState>,
+    /// Shared with the other namespaces of a [`SqlTxForest`](super::SqlTxForest).
+    pub(super) conn: Arc<Mutex<&'c mut C>>,
+    pub(super) space: Arc<NamespaceState>,
 }
 
 impl<C: Dialect> std::fmt::Debug for SqlTxStore<'_, C> {
@@ -339,7 +340,7 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
                 tx.lock_namespace(&space).await.map_err(TreeError::Store)?;
                 let root = {
                     let locked = SqlTxStore {
-                        conn: Mutex::new(&mut *tx),
+                        conn: Arc::new(Mutex::new(&mut *tx)),
                         space,
                     };
                     write_planned(&locked, kind, &batch).await?

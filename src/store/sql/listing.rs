@@ -123,3 +123,14 @@ impl<C: Dialect> SqlStore<C> {
             .collect()
     }
 }
+
+/// The names of every namespace of the database on `conn`, sorted.
+pub(crate) async fn names_on<C: Dialect>(conn: &mut C) -> Res<Vec<String>> {
+    let rows: Vec<(String,)> = conn
+        .fetch_all(
+            "SELECT name FROM ms_smt_namespaces ORDER BY name".into_sql_str(),
+            &[],
+        )
+        .await?;
+    Ok(rows.into_iter().map(|(name,)| name).collect())
+}

@@ -3,6 +3,7 @@
 
 mod dialect;
 mod error;
+mod forest;
 mod handle;
 mod listing;
 mod ops;
@@ -26,6 +27,7 @@ mod tx;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub(crate) use dialect::{Arg, Dialect, Shared};
 pub use error::SqlStoreError;
+pub use forest::SqlTxForest;
 pub use handle::{SqlStore, SqlTxStore};
 pub use listing::{NamespaceListing, SchemaState};
 #[cfg(feature = "postgres")]

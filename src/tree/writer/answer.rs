@@ -1,0 +1,153 @@
+//! Answering a group's submissions: acknowledged with their trees' new
+//! roots (and nested proofs when asked), rejected alone, or failed with
+//! their group.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tracing::Span;
+
+use super::config::Counters;
+use super::handle::{ForestReceipt, Pending, SubmitError, TreeRoot};
+use super::task::Task;
+use crate::error::{PlanError, TreeError};
+use crate::layout::Layout;
+use crate::proof::nested::NestedProof;
+use crate::store::{ForestStore, TreeStore};
+use crate::tree::forest::{GroupPlan, TreeId, nested_proofs};
+
+/// Why a group was not written (the error is shared by every submission
+/// of the group).
+pub(super) enum Failure<E: std::error::Error + 'static> {
+    /// Nothing of it was applied.
+    NotApplied(Arc<TreeError<E>>),
+    /// Its commit failed and the outcome is unknown.
+    Unknown(Arc<TreeError<E>>),
+}
+
+impl<E: std::error::Error + 'static> Failure<E> {
+    /// A store that locked the group's write but not a single submission's
+    /// (not possible for one store; answered, not panicked on).
+    pub(super) fn unsupported() -> Self {
+        Failure::NotApplied(Arc::new(TreeError::Unsupported {
+            operation: "write_locked",
+        }))
+    }
+
+    fn answer(&self) -> SubmitError<E> {
+        match self {
+            Failure::NotApplied(e) => SubmitError::Failed(e.clone()),
+            Failure::Unknown(e) => SubmitError::Indeterminate(e.clone()),
+        }
+    }
+}
+
+impl<F, L> Task<F, L>
+where
+    F: ForestStore + Clone + 'static,
+    F::Tree: TreeStore<Error = F::Error> + Clone + 'static,
+    L: Layout + Send + Sync + 'static,
+{
+    /// Answers a group whose plan is committed: rejected submissions with
+    /// their error, the others with their trees' new roots.
+    pub(super) fn committed(&self, group: Vec<Pending<F::Tree, F::Error>>, plan: &GroupPlan<F::Tree>) {
+        if self.remember {
+            for tree in &plan.trees {
+                if let Some(recent) = tree.entry.store.recent_nodes(false) {
+                    recent.remember_written(&tree.update.inserts);
+                }
+            }
+        }
+        let written = plan.trees.iter().filter(|t| !t.update.is_noop()).count();
+        Span::current()
+            .record("outcome", "ok")
+            .record("trees", written)
+            .record(
+                "inserts",
+                plan.trees.iter().map(|t| t.update.inserts.len()).sum::<usize>(),
+            )
+            .record(
+                "deletes",
+                plan.trees.iter().map(|t| t.update.deletes.len()).sum::<usize>(),
+            )
+            .record("rejected", plan.rejected.len());
+        let mut rejected = plan.rejected.iter().peekable();
+        let leaves: usize = group
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !plan.rejected.iter().any(|(r, _)| r == i))
+            .map(|(_, p)| p.leaves)
+            .sum();
+        self.counters.group(leaves, written);
+        let roots: HashMap<TreeId, _> = plan
+            .trees
+            .iter()
+            .map(|t| (t.entry.id, (t.update.new_root, &t.nodes)))
+            .collect();
+        for (index, pending) in group.into_iter().enumerate() {
+            if let Some((_, error)) = rejected.next_if(|(r, _)| *r == index) {
+                self.reject(pending, error.clone());
+                continue;
+            }
+            let mut mine: Vec<TreeRoot> = Vec::new();
+            for (entry, _) in &pending.writes {
+                for tree in entry.chain() {
+                    if mine.iter().any(|t| Arc::ptr_eq(&t.name, &tree.name)) {
+                        break;
+                    }
+                    if let Some((root, _)) = roots.get(&tree.id) {
+                        mine.push(TreeRoot {
+                            name: tree.name.clone(),
+                            root: *root,
+                        });
+                    }
+                }
+            }
+            let proofs = pending.prove.as_ref().and_then(|keys| {
+                keys.iter()
+                    .map(|(entry, key)| {
+                        nested_proofs(&roots, entry, std::slice::from_ref(key))?.pop()
+                    })
+                    .collect::<Option<Vec<NestedProof>>>()
+            });
+            self.acknowledge(pending, mine, proofs, leaves);
+        }
+    }
+
+    pub(super) fn fail(&self, group: Vec<Pending<F::Tree, F::Error>>, failure: &Failure<F::Error>) {
+        use crate::tree::traced::ErrorKind;
+        let (Failure::NotApplied(error) | Failure::Unknown(error)) = failure;
+        let outcome = match failure {
+            Failure::NotApplied(_) => error.kind(),
+            Failure::Unknown(_) => "indeterminate",
+        };
+        Span::current()
+            .record("outcome", outcome)
+            .record("error", tracing::field::display(error));
+        Counters::add(&self.counters.failed, group.len() as u64);
+        for pending in group {
+            let _ = pending.reply.send(Err(failure.answer()));
+        }
+    }
+
+    pub(super) fn reject(&self, pending: Pending<F::Tree, F::Error>, error: PlanError) {
+        Counters::add(&self.counters.rejected, 1);
+        let _ = pending.reply.send(Err(SubmitError::Rejected(error)));
+    }
+
+    pub(super) fn acknowledge(
+        &self,
+        pending: Pending<F::Tree, F::Error>,
+        roots: Vec<TreeRoot>,
+        proofs: Option<Vec<NestedProof>>,
+        group_leaves: usize,
+    ) {
+        Counters::add(&self.counters.acknowledged, 1);
+        Counters::add(&self.counters.leaves, pending.leaves as u64);
+        let _ = pending.reply.send(Ok(ForestReceipt {
+            roots,
+            proofs,
+            group_leaves,
+        }));
+    }
+}

@@ -1,0 +1,539 @@
+//! The writers' public side: [`ForestWriter`] (submissions name their
+//! trees) and [`Writer`] (one tree), their tickets, receipts and errors.
+//! Both queue onto the same task ([`super::task`]).
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin as StdPin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::config::{Counters, WriterConfig, WriterStats};
+use super::task::Task;
+use crate::error::{PlanError, TreeError};
+use crate::key::Key;
+use crate::layout::Layout;
+use crate::leaf::Leaf;
+use crate::node::ComputedNode;
+use crate::proof::nested::NestedProof;
+use crate::proof::single::Proof;
+use crate::store::{ForestStore, OneTree, TreeStore};
+use crate::tree::forest::{Entry, Forest, Writes};
+use crate::tree::handle::Tree;
+
+/// What an acknowledged submission to a [`Writer`] gets: its leaves are
+/// durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The root the submission's group committed: it contains this
+    /// submission and every submission acknowledged before it.
+    pub root: ComputedNode,
+    /// With [`Writer::submit_with_proofs`]: a proof at `root` for each of
+    /// the submission's keys, in the order submitted.
+    pub proofs: Option<Vec<Proof>>,
+    /// Leaves in the group this submission committed with.
+    pub group_leaves: usize,
+}
+
+/// A tree's root in a [`ForestReceipt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeRoot {
+    /// The tree's namespace.
+    pub name: Arc<str>,
+    /// Its root after the submission's group.
+    pub root: ComputedNode,
+}
+
+/// What an acknowledged submission to a [`ForestWriter`] gets: its leaves,
+/// and every parent leaf above them, are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForestReceipt {
+    /// The roots the submission's group committed for every tree the
+    /// submission wrote and every tree above them, children before
+    /// parents: each contains this submission and every submission
+    /// acknowledged before it.
+    pub roots: Vec<TreeRoot>,
+    /// With [`ForestWriter::submit_with_proofs`]: for each write, in the
+    /// order submitted, its nested proof at these roots (its proof in its
+    /// tree, then its tree's leaf proof in each parent).
+    pub proofs: Option<Vec<NestedProof>>,
+    /// Leaves in the group this submission committed with.
+    pub group_leaves: usize,
+}
+
+impl ForestReceipt {
+    /// The root of tree `name` after the submission's group, if the
+    /// submission touched it (or a tree under it).
+    pub fn root(&self, name: &str) -> Option<ComputedNode> {
+        self.roots
+            .iter()
+            .find(|t| &*t.name == name)
+            .map(|t| t.root)
+    }
+}
+
+impl From<ForestReceipt> for Receipt {
+    /// The first tree's root and each proof's first level: a one-tree
+    /// writer's receipt.
+    fn from(receipt: ForestReceipt) -> Receipt {
+        Receipt {
+            root: receipt
+                .roots
+                .first()
+                .map_or_else(ComputedNode::empty_root, |t| t.root),
+            proofs: receipt
+                .proofs
+                .map(|p| p.into_iter().map(|n| n.proof().clone()).collect()),
+            group_leaves: receipt.group_leaves,
+        }
+    }
+}
+
+/// Why a submission was not acknowledged. Nothing of it was written,
+/// except where [`SubmitError::Indeterminate`] says otherwise.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError<E: std::error::Error + 'static> {
+    /// This submission alone was rejected (its leaves would overflow the
+    /// u64 root sum of a tree it writes, or of a parent above it, given the
+    /// submissions applied before it); the rest of its group committed.
+    #[error("submission rejected: {0}")]
+    Rejected(#[source] PlanError),
+    /// The submission was refused before it was queued: a tree it names
+    /// cannot be written (a parent tree, a cycle of links) or opened.
+    #[error("submission refused: {0}")]
+    Refused(#[source] TreeError<E>),
+    /// The group's write failed and the store's roots show it was not
+    /// applied; the submission can be sent again.
+    #[error("the group's write failed: {0}")]
+    Failed(#[source] Arc<TreeError<E>>),
+    /// The group's commit failed and the store's roots have since moved to
+    /// roots that are neither the group's old nor its new ones (another
+    /// process wrote meanwhile): whether this submission was applied is
+    /// unknown. Read its keys to find out.
+    #[error("the group's commit failed and its outcome is unknown: {0}")]
+    Indeterminate(#[source] Arc<TreeError<E>>),
+    /// The writer was closed before the submission was queued.
+    #[error("the writer is closed")]
+    Closed,
+    /// [`Writer::try_submit`] only: the queue is full.
+    #[error("the writer's queue is full")]
+    Full,
+    /// The writer's task ended, or panicked inside the store, while this
+    /// submission was queued or being written: whether it was applied is
+    /// unknown (read its keys to find out).
+    #[error("the writer stopped before answering; the outcome is unknown")]
+    Stopped,
+}
+
+/// The task's answer to one submission.
+pub(super) type Answer<E> = Result<ForestReceipt, SubmitError<E>>;
+
+/// One queued submission.
+pub(super) struct Pending<T, E: std::error::Error + 'static> {
+    /// Its writes, by tree.
+    pub writes: Writes<T>,
+    /// Its leaves.
+    pub leaves: usize,
+    /// With proofs: every write's tree and key, in the order submitted.
+    pub prove: Option<Vec<(Arc<Entry<T>>, Key)>>,
+    pub reply: oneshot::Sender<Answer<E>>,
+}
+
+impl<T, E: std::error::Error + 'static> Pending<T, E> {
+    /// A submission of `writes` and the receiver of its answer.
+    fn new(writes: Writes<T>, prove: bool) -> (Self, oneshot::Receiver<Answer<E>>) {
+        let (reply, answer) = oneshot::channel();
+        let prove = prove.then(|| {
+            writes
+                .iter()
+                .flat_map(|(entry, batch)| batch.iter().map(move |(key, _)| (entry.clone(), *key)))
+                .collect()
+        });
+        let leaves = writes.iter().map(|(_, b)| b.len()).sum();
+        let pending = Pending {
+            writes,
+            leaves,
+            prove,
+            reply,
+        };
+        (pending, answer)
+    }
+}
+
+/// State shared by a writer's clones.
+struct Shared<T, E: std::error::Error + 'static> {
+    /// `None` once closed.
+    sender: RwLock<Option<mpsc::Sender<Pending<T, E>>>>,
+    counters: Arc<Counters>,
+    /// True once the writer's task has ended.
+    done: watch::Receiver<bool>,
+}
+
+impl<T, E: std::error::Error + 'static> Shared<T, E> {
+    /// Starts `task` on the current runtime and shares its queue.
+    fn start<F, L>(task: Task<F, L>, config: &WriterConfig) -> Arc<Self>
+    where
+        F: ForestStore<Tree = T, Error = E> + Clone + 'static,
+        T: TreeStore<Error = E> + Clone + 'static,
+        E: Send + Sync,
+        L: Layout + Send + Sync + 'static,
+    {
+        let (sender, queue) = mpsc::channel(config.queue_bound.max(1));
+        let (done_tx, done) = watch::channel(false);
+        let counters = task.counters.clone();
+        tokio::spawn(async move {
+            task.run(queue).await;
+            let _ = done_tx.send(true);
+        });
+        Arc::new(Shared {
+            sender: RwLock::new(Some(sender)),
+            counters,
+            done,
+        })
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Pending<T, E>>, SubmitError<E>> {
+        let sender = self
+            .sender
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        sender.clone().ok_or(SubmitError::Closed)
+    }
+
+    async fn queue(
+        &self,
+        writes: Writes<T>,
+        prove: bool,
+    ) -> Result<oneshot::Receiver<Answer<E>>, SubmitError<E>> {
+        let sender = self.sender()?;
+        let (pending, answer) = Pending::new(writes, prove);
+        sender
+            .send(pending)
+            .await
+            .map_err(|_| SubmitError::Closed)?;
+        Ok(answer)
+    }
+
+    fn try_queue(&self, writes: Writes<T>) -> Result<oneshot::Receiver<Answer<E>>, SubmitError<E>> {
+        let sender = self.sender()?;
+        let (pending, answer) = Pending::new(writes, false);
+        sender.try_send(pending).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SubmitError::Full,
+            mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
+        })?;
+        Ok(answer)
+    }
+
+    async fn close(&self) {
+        self.sender
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let mut done = self.done.clone();
+        // An error means the task is gone: nothing is left to wait for.
+        let _ = done.wait_for(|done| *done).await;
+    }
+}
+
+/// Polls an answer's receiver: a dropped sender means the task stopped.
+fn poll_answer<E: std::error::Error + 'static>(
+    reply: &mut oneshot::Receiver<Answer<E>>,
+    cx: &mut Context<'_>,
+) -> Poll<Answer<E>> {
+    StdPin::new(reply)
+        .poll(cx)
+        .map(|answer| answer.unwrap_or(Err(SubmitError::Stopped)))
+}
+
+/// A queued submission's answer (from [`Writer::try_submit`]).
+pub struct Ticket<E: std::error::Error + 'static> {
+    reply: oneshot::Receiver<Answer<E>>,
+}
+
+impl<E: std::error::Error + 'static> std::fmt::Debug for Ticket<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket").finish_non_exhaustive()
+    }
+}
+
+impl<E: std::error::Error + 'static> Future for Ticket<E> {
+    type Output = Result<Receipt, SubmitError<E>>;
+
+    fn poll(mut self: StdPin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        poll_answer(&mut self.reply, cx).map(|a| a.map(Receipt::from))
+    }
+}
+
+/// A queued submission's answer (from [`ForestWriter::try_submit`]).
+pub struct ForestTicket<E: std::error::Error + 'static> {
+    reply: oneshot::Receiver<Answer<E>>,
+}
+
+impl<E: std::error::Error + 'static> std::fmt::Debug for ForestTicket<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForestTicket").finish_non_exhaustive()
+    }
+}
+
+impl<E: std::error::Error + 'static> Future for ForestTicket<E> {
+    type Output = Answer<E>;
+
+    fn poll(mut self: StdPin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer<E>> {
+        poll_answer(&mut self.reply, cx)
+    }
+}
+
+/// A coalescing writer for a whole store: cheap to clone and share across
+/// tasks, each submission naming its trees.
+///
+/// Each [`submit`](Self::submit) hands over `(tree, key, leaf)` writes
+/// (one or many, one tree or several) and resolves once they are durable.
+/// Submissions that queue while a commit is in flight are written
+/// together, whatever trees they name: one read of every touched tree's
+/// root, one read of every path, one descent per tree and ONE durable
+/// commit for the whole group, every parent tree above a changed tree
+/// written in that same commit. The guarantees of [`Writer`] hold across
+/// trees:
+///
+/// * **Order.** Submissions apply in the order queued; for one key of one
+///   tree the later one wins; every root in a receipt contains its
+///   submission and every one acknowledged before it.
+/// * **Atomic, isolated submissions.** A submission is applied whole, in
+///   every tree it names and every parent above them, or not at all. One
+///   that would overflow the u64 sum of any of those trees is rejected
+///   alone ([`SubmitError::Rejected`]); the rest of its group commits.
+/// * **Failures, backpressure, cancellation, shutdown, other processes**:
+///   as [`Writer`], with every tree of a group guarded by its root in the
+///   one commit.
+///
+/// A submission naming a parent tree is refused
+/// ([`SubmitError::Refused`]): a parent's leaves follow its children.
+pub struct ForestWriter<S: ForestStore, L> {
+    forest: Forest<S, L>,
+    shared: Arc<Shared<S::Tree, S::Error>>,
+}
+
+impl<S: ForestStore + Clone, L> Clone for ForestWriter<S, L> {
+    fn clone(&self) -> Self {
+        ForestWriter {
+            forest: self.forest.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: ForestStore, L> std::fmt::Debug for ForestWriter<S, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForestWriter")
+            .field("stats", &self.shared.counters.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L> Forest<S, L>
+where
+    S: ForestStore + Clone + 'static,
+    S::Tree: Clone + 'static,
+    L: Layout + Send + Sync + 'static,
+{
+    /// A coalescing [`ForestWriter`] for this forest's trees, with its own
+    /// task on the current Tokio runtime (call from inside one: like
+    /// `tokio::spawn`, it panics outside a runtime).
+    pub fn writer(&self, config: WriterConfig) -> ForestWriter<S, L> {
+        let task = Task::new(self.clone(), config, false);
+        ForestWriter {
+            forest: self.clone(),
+            shared: Shared::start(task, &config),
+        }
+    }
+}
+
+impl<S: ForestStore + Clone, L: Layout> ForestWriter<S, L> {
+    /// Writes `writes` (`(tree, key, leaf)`) with the submissions queued
+    /// beside it; resolves once it is durable. Waits while the queue is
+    /// full.
+    pub async fn submit<N, I>(&self, writes: I) -> Answer<S::Error>
+    where
+        N: AsRef<str>,
+        I: IntoIterator<Item = (N, Key, Leaf)>,
+    {
+        let writes = self.forest.writes(writes).map_err(SubmitError::Refused)?;
+        self.shared.queue(writes, false).await?.await.unwrap_or(Err(SubmitError::Stopped))
+    }
+
+    /// [`submit`](Self::submit), with each write's nested proof at the
+    /// receipt's roots ([`ForestReceipt::proofs`]).
+    pub async fn submit_with_proofs<N, I>(&self, writes: I) -> Answer<S::Error>
+    where
+        N: AsRef<str>,
+        I: IntoIterator<Item = (N, Key, Leaf)>,
+    {
+        let writes = self.forest.writes(writes).map_err(SubmitError::Refused)?;
+        self.shared.queue(writes, true).await?.await.unwrap_or(Err(SubmitError::Stopped))
+    }
+
+    /// Queues `writes` without waiting: [`SubmitError::Full`] when the
+    /// queue is full. The [`ForestTicket`] resolves as
+    /// [`submit`](Self::submit) does; dropping it before the group is
+    /// sealed leaves the writes out.
+    pub fn try_submit<N, I>(&self, writes: I) -> Result<ForestTicket<S::Error>, SubmitError<S::Error>>
+    where
+        N: AsRef<str>,
+        I: IntoIterator<Item = (N, Key, Leaf)>,
+    {
+        let writes = self.forest.writes(writes).map_err(SubmitError::Refused)?;
+        let reply = self.shared.try_queue(writes)?;
+        Ok(ForestTicket { reply })
+    }
+
+    /// Refuses new submissions, writes (or fails) every queued one, and
+    /// returns once the writer's task has ended. Every clone is closed.
+    pub async fn close(&self) {
+        self.shared.close().await;
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        self.shared.counters.snapshot()
+    }
+}
+
+/// A coalescing writer for one tree: cheap to clone and share across tasks.
+///
+/// Each [`submit`](Self::submit) hands over a batch (one leaf or many) and
+/// resolves once the batch is durable. Submissions that queue while a
+/// commit is in flight are written together, with one read phase, one
+/// descent and one commit, so many small writers share each durable
+/// commit. It is the one-tree case of [`ForestWriter`] (the same task).
+/// Guarantees, each tested:
+///
+/// * **Order.** Submissions apply in the order they were queued: for one
+///   key the later submission wins, and a receipt's root contains its
+///   submission and every one acknowledged before it.
+/// * **Atomic, isolated submissions.** A submission is applied whole or
+///   not at all. One whose leaves would overflow the u64 root sum (counting
+///   the leaves it replaces, after the submissions before it) is rejected
+///   alone with [`SubmitError::Rejected`]; the rest of its group commits.
+/// * **Failures.** A commit that loses a race to another process is
+///   retried from a fresh read (after a few losses, under the namespace's
+///   write lock). A commit that fails is never acknowledged: after an
+///   error the writer reads the root and acknowledges the group only if it
+///   is the group's new root; otherwise every submission of the group gets
+///   [`SubmitError::Failed`] (the root is still the old one: nothing was
+///   applied) or [`SubmitError::Indeterminate`].
+/// * **Backpressure.** The queue holds at most
+///   [`WriterConfig::queue_bound`] submissions; `submit` waits while it is
+///   full and [`try_submit`](Self::try_submit) refuses with
+///   [`SubmitError::Full`].
+/// * **Cancellation.** A submitter that drops its future before its group
+///   is sealed is left out of the group. Once the group is sealed (the
+///   writer has started its read phase), its leaves are written whether or
+///   not anyone still waits.
+/// * **Shutdown.** [`close`](Self::close) refuses new submissions, then
+///   writes or fails every queued one and returns when the writer's task
+///   has ended. Dropping every clone does the same in the background.
+/// * **Other processes.** Commits stay guarded by the store's root
+///   compare-and-swap, so several writers (in several processes) on one
+///   namespace stay correct.
+///
+/// The writer is the fast path for many small writes; a direct
+/// [`Tree::insert_many`] from other tasks stays correct beside it (the two
+/// race optimistically like any two writers).
+pub struct Writer<S: TreeStore, L> {
+    entry: Arc<Entry<S>>,
+    shared: Arc<Shared<S, S::Error>>,
+    layout: PhantomData<fn() -> L>,
+}
+
+impl<S: TreeStore, L> Clone for Writer<S, L> {
+    fn clone(&self) -> Self {
+        Writer {
+            entry: self.entry.clone(),
+            shared: self.shared.clone(),
+            layout: PhantomData,
+        }
+    }
+}
+
+impl<S: TreeStore, L> std::fmt::Debug for Writer<S, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L> Tree<S, L>
+where
+    S: TreeStore + Clone + 'static,
+    L: Layout + Send + Sync + 'static,
+{
+    /// A coalescing [`Writer`] for this tree, with its own task on the
+    /// current Tokio runtime (call from inside one: like `tokio::spawn`, it
+    /// panics outside a runtime).
+    pub fn writer(&self, config: WriterConfig) -> Writer<S, L> {
+        let forest = Forest::<_, L>::new(OneTree(self.store.clone()))
+            .with_max_attempts(self.max_attempts);
+        let name = self.store.namespace().unwrap_or("default");
+        let entry = forest.registry.one(name, self.store.clone());
+        let task = Task::new(forest, config, true);
+        Writer {
+            entry,
+            shared: Shared::start(task, &config),
+            layout: PhantomData,
+        }
+    }
+}
+
+impl<S: TreeStore, L> Writer<S, L> {
+    fn writes<I>(&self, batch: I) -> Writes<S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        vec![(self.entry.clone(), batch.into_iter().collect())]
+    }
+
+    /// Writes `batch` with the submissions queued beside it; resolves once
+    /// it is durable. Waits while the queue is full.
+    pub async fn submit<I>(&self, batch: I) -> Result<Receipt, SubmitError<S::Error>>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let reply = self.shared.queue(self.writes(batch), false).await?;
+        Ticket { reply }.await
+    }
+
+    /// [`submit`](Self::submit), with a proof at the receipt's root for each
+    /// key of `batch` ([`Receipt::proofs`]).
+    pub async fn submit_with_proofs<I>(&self, batch: I) -> Result<Receipt, SubmitError<S::Error>>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let reply = self.shared.queue(self.writes(batch), true).await?;
+        Ticket { reply }.await
+    }
+
+    /// Queues `batch` without waiting: [`SubmitError::Full`] when the queue
+    /// is full. The [`Ticket`] resolves as [`submit`](Self::submit) does;
+    /// dropping it before the group is sealed leaves the batch out.
+    pub fn try_submit<I>(&self, batch: I) -> Result<Ticket<S::Error>, SubmitError<S::Error>>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let reply = self.shared.try_queue(self.writes(batch))?;
+        Ok(Ticket { reply })
+    }
+
+    /// Refuses new submissions, writes (or fails) every queued one, and
+    /// returns once the writer's task has ended. Every clone is closed.
+    pub async fn close(&self) {
+        self.shared.close().await;
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        self.shared.counters.snapshot()
+    }
+}
