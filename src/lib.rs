@@ -113,6 +113,7 @@ pub mod test_utils;
 mod tree;
 mod universe;
 
+pub use audit::links::{LinkAudit, LinkProblem};
 pub use audit::report::{AuditReport, Problem};
 pub use descent::{
     NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many, set_descent_threads,

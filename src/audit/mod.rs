@@ -17,6 +17,7 @@
 //! reached from it, and the shape is the one the layout writes; and the
 //! same of every pinned root and the nodes a read at its version sees.
 
+pub(crate) mod links;
 pub(crate) mod nodes;
 pub(crate) mod report;
 pub(crate) mod rows;

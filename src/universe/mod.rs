@@ -1,12 +1,14 @@
 //! What universe servers need beyond insert and prove, built on
 //! [`Tree`](crate::Tree) and [`View`](crate::View): ordered iteration
 //! (`iter`), diff (`diff`), sync from a peer (`sync`), copy and filtered
-//! copy (`copy`), and verifiable export and import (`export`).
+//! copy (`copy`), verifiable export and import (`export`), and the audit
+//! of a forest's links (`links`).
 
 mod copy;
 mod diff;
 mod export;
 mod iter;
+mod links;
 mod sync;
 
 pub use copy::{CopyError, CopyReport};
