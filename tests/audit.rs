@@ -160,7 +160,13 @@ async fn pinned_history<S: PinStore, L: Layout>(
                 _ => (*k, Leaf::empty()),
             })
             .collect();
-        batch.extend(fresh.by_ref().take(15).zip(1..).map(|(k, i)| (k, Leaf::new(vec![7], i))));
+        batch.extend(
+            fresh
+                .by_ref()
+                .take(15)
+                .zip(1..)
+                .map(|(k, i)| (k, Leaf::new(vec![7], i))),
+        );
         tree.insert_many(batch.clone()).await.expect("change");
         for (k, l) in batch {
             if l.is_empty() {

@@ -87,7 +87,11 @@ where
         .keys()
         .map(|k| (names[1].clone(), *k, Leaf::empty()))
         .collect();
-    writes.push((names[2].clone(), hkey("new", 1), Leaf::new(b"n".to_vec(), 7)));
+    writes.push((
+        names[2].clone(),
+        hkey("new", 1),
+        Leaf::new(b"n".to_vec(), 7),
+    ));
     forest.insert_many(writes).await.expect("empty a child");
     model.get_mut(&names[1]).expect("child").clear();
     model
@@ -126,7 +130,11 @@ async fn check_links<S>(
         support::assert_audit_clean(&forest.tree(name).expect("tree"), name).await;
     }
     let top = forest.roots(&[p]).await.expect("parent root")[0];
-    assert_eq!(top, alone(&parent).await, "the parent holds every child's root");
+    assert_eq!(
+        top,
+        alone(&parent).await,
+        "the parent holds every child's root"
+    );
     for (name, leaves) in model {
         for (key, leaf) in leaves.iter().take(3) {
             let proof = forest.nested_proof(name, key).await.expect("nested proof");
@@ -155,17 +163,30 @@ where
             subs.iter().map(|s| (s.clone(), child_key(s))),
         ))
         .with_link(
-            Link::children(&top, [(supply.clone(), child_key(&supply))]).with_sum(LinkSum::Fixed(1)),
+            Link::children(&top, [(supply.clone(), child_key(&supply))])
+                .with_sum(LinkSum::Fixed(1)),
         );
     let write = forest
         .insert_many([
-            (subs[0].as_str(), hkey("m", 1), Leaf::new(b"mint".to_vec(), 1_000)),
-            (subs[1].as_str(), hkey("b", 1), Leaf::new(b"burn".to_vec(), 10)),
+            (
+                subs[0].as_str(),
+                hkey("m", 1),
+                Leaf::new(b"mint".to_vec(), 1_000),
+            ),
+            (
+                subs[1].as_str(),
+                hkey("b", 1),
+                Leaf::new(b"burn".to_vec(), 10),
+            ),
         ])
         .await
         .expect("write");
     let names: Vec<&str> = write.trees.iter().map(|t| &*t.name).collect();
-    assert_eq!(names.len(), 4, "two sub-trees, the supply root, the top: {names:?}");
+    assert_eq!(
+        names.len(),
+        4,
+        "two sub-trees, the supply root, the top: {names:?}"
+    );
     assert_eq!(names[3], top.as_str());
     let roots = forest.roots(&[&supply, &top]).await.expect("roots");
     assert_eq!(roots[0].sum, 1_010, "the supply root sums its sub-trees");
@@ -220,7 +241,10 @@ where
     writer.close().await;
     assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
     assert!(
-        matches!(answers[1], Err(SubmitError::Rejected(PlanError::Overflow(_)))),
+        matches!(
+            answers[1],
+            Err(SubmitError::Rejected(PlanError::Overflow(_)))
+        ),
         "{:?}",
         answers[1]
     );
@@ -274,12 +298,19 @@ where
     writer.close().await;
     let stats = writer.stats();
     assert_eq!(stats.acknowledged, SUBMITTERS * ROUNDS);
-    assert!(stats.groups < SUBMITTERS * ROUNDS, "groups share commits: {stats:?}");
+    assert!(
+        stats.groups < SUBMITTERS * ROUNDS,
+        "groups share commits: {stats:?}"
+    );
     for (name, leaves) in &model {
         let tree = forest.tree(name).expect("tree");
         let keys: Vec<Key> = leaves.keys().copied().collect();
         let found = tree.get_many(&keys).await.expect("read back");
-        assert_eq!(found, leaves.values().cloned().collect::<Vec<_>>(), "{name}");
+        assert_eq!(
+            found,
+            leaves.values().cloned().collect::<Vec<_>>(),
+            "{name}"
+        );
         support::assert_audit_clean(&tree, name).await;
     }
     let audit = forest.audit_links().await.expect("audit");
@@ -317,12 +348,18 @@ where
         .expect("direct write into the parent");
     let audit = forest.audit_links().await.expect("audit");
     assert_eq!(audit.problems.len(), 2, "{:?}", audit.problems);
-    assert!(audit.problems.iter().any(
-        |p| matches!(p, LinkProblem::Mismatch { child, .. } if *child == a)
-    ));
-    assert!(audit.problems.iter().any(
-        |p| matches!(p, LinkProblem::Orphan { key, .. } if *key == hkey("stray", 0))
-    ));
+    assert!(
+        audit
+            .problems
+            .iter()
+            .any(|p| matches!(p, LinkProblem::Mismatch { child, .. } if *child == a))
+    );
+    assert!(
+        audit
+            .problems
+            .iter()
+            .any(|p| matches!(p, LinkProblem::Orphan { key, .. } if *key == hkey("stray", 0)))
+    );
 }
 
 async fn links_refuse<S>(store: S)
@@ -344,7 +381,10 @@ where
     let refused = writer
         .submit([(p.as_str(), hkey("x", 0), Leaf::new(vec![1], 1))])
         .await;
-    assert!(matches!(refused, Err(SubmitError::Refused(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(SubmitError::Refused(_))),
+        "{refused:?}"
+    );
     writer.close().await;
     // A rule that also claims its own parent: a cycle.
     let q = unique("cycle");
@@ -354,7 +394,10 @@ where
         .insert_many([("child", hkey("x", 0), Leaf::new(vec![1], 1))])
         .await
         .expect_err("cycle");
-    assert!(matches!(err, TreeError::Link(LinkError::Cycle { .. })), "{err:?}");
+    assert!(
+        matches!(err, TreeError::Link(LinkError::Cycle { .. })),
+        "{err:?}"
+    );
     // Two links claiming one child.
     let two = Forest::<_, Compacted>::new(store)
         .with_link(Link::children(&format!("{q}-1"), [("kid", Key([1; 32]))]))
@@ -390,7 +433,13 @@ async fn memory_commit_is_all_or_nothing() {
     // Part one adds a leaf to a (planned on a's own nodes); part two
     // deletes a node b does not hold.
     let mut nodes = ms_smt::NodeCache::new();
-    nodes.extend(a.scan_nodes().expect("scan").nodes.into_iter().map(|(h, n, _)| (h, n)));
+    nodes.extend(
+        a.scan_nodes()
+            .expect("scan")
+            .nodes
+            .into_iter()
+            .map(|(h, n, _)| (h, n)),
+    );
     let good = ms_smt::plan_insert_many(
         ms_smt::LayoutKind::Compacted,
         &nodes,
@@ -400,11 +449,20 @@ async fn memory_commit_is_all_or_nothing() {
     .expect("plan");
     let mut bad = UpdateBatch::noop(ComputedNode::empty_root());
     bad.new_root = good.new_root;
-    bad.deletes = vec![(ms_smt::Position::new(0, &Key([0; 32])), ms_smt::Hash([9; 32]))];
+    bad.deletes = vec![(
+        ms_smt::Position::new(0, &Key([0; 32])),
+        ms_smt::Hash([9; 32]),
+    )];
     let outcome = store
         .commit_trees(&[
-            TreeUpdate { tree: &a, batch: &good },
-            TreeUpdate { tree: &b, batch: &bad },
+            TreeUpdate {
+                tree: &a,
+                batch: &good,
+            },
+            TreeUpdate {
+                tree: &b,
+                batch: &bad,
+            },
         ])
         .await;
     assert!(outcome.is_err(), "the second part fails: {outcome:?}");
@@ -413,7 +471,10 @@ async fn memory_commit_is_all_or_nothing() {
     assert_eq!(store.rows().expect("rows"), before);
     // A root that moved refuses the whole commit.
     let moved = store
-        .commit_trees(&[TreeUpdate { tree: &b, batch: &good }])
+        .commit_trees(&[TreeUpdate {
+            tree: &b,
+            batch: &good,
+        }])
         .await
         .expect("commit");
     assert!(matches!(moved, ForestCommit::RootMoved { index: 0, .. }));
@@ -512,4 +573,3 @@ async fn host_transaction_postgres() {
     };
     host_transaction!(&store, "BEGIN");
 }
-

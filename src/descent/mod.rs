@@ -12,6 +12,7 @@ mod plan;
 mod prelift;
 mod source;
 mod subtree;
+mod trees;
 
 pub use batch::{NetChange, UpdateBatch};
 pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many, set_descent_threads};
@@ -21,3 +22,4 @@ pub use subtree::Subtree;
 pub(crate) use items::{Item, batch_sum, prepare, reads_siblings, sorted_keys};
 pub(crate) use plan::{fork_here, on_two_threads, plan_items};
 pub(crate) use source::sibling_sum;
+pub(crate) use trees::{TreeItems, plan_trees};

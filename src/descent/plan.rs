@@ -360,20 +360,34 @@ pub(crate) fn plan_items<R: NodeSource>(
     root: ComputedNode,
     items: &[Item<'_>],
 ) -> Result<UpdateBatch, PlanError> {
+    // One key makes at most two lifts, which its build pairs itself.
+    let lifted = (layout == LayoutKind::Compacted && items.len() > 1)
+        .then(|| Arc::new(prelift(source, root.hash, items)));
+    plan_lifted(layout, source, root, items, lifted, false)
+}
+
+/// [`plan_items`] with the compacted leaves' lifts already made
+/// (`lifted`; `None`: in place), inside a split descent when `forked`.
+pub(crate) fn plan_lifted<R: NodeSource>(
+    layout: LayoutKind,
+    source: &R,
+    root: ComputedNode,
+    items: &[Item<'_>],
+    lifted: Option<Arc<LiftMemo>>,
+    forked: bool,
+) -> Result<UpdateBatch, PlanError> {
     let added = batch_sum(items)?;
     let mut planner = Planner::new(source);
+    planner.forked = forked;
+    if let Some(lifted) = lifted {
+        planner.lifted = lifted;
+    }
     let new_root = if items.is_empty() {
         root
     } else {
         match layout {
             LayoutKind::Full => full::update(&mut planner, 0, root.hash, items)?,
-            LayoutKind::Compacted => {
-                // One key makes at most two lifts, which its build pairs itself.
-                if items.len() > 1 {
-                    planner.lifted = Arc::new(prelift(source, root.hash, items));
-                }
-                compacted::update(&mut planner, 0, root.hash, items)?
-            }
+            LayoutKind::Compacted => compacted::update(&mut planner, 0, root.hash, items)?,
         }
         .computed(0)
     };

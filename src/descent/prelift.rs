@@ -70,9 +70,35 @@ pub(crate) fn prelift<'a, R: NodeSource>(
     root: Hash,
     items: &[Item<'a>],
 ) -> LiftMemo {
+    memo(lift_split(&targets(source, root, items)))
+}
+
+/// The lifts an update of the subtree `root` with `items` will make, not
+/// yet hashed: each leaf and the level it is lifted to.
+pub(crate) fn targets<'a, R: NodeSource>(
+    source: &'a R,
+    root: Hash,
+    items: &[Item<'a>],
+) -> Vec<(Item<'a>, usize)> {
     let mut targets = Vec::new();
     walk(source, 0, root, items, &mut targets);
-    lift_split(&targets)
+    targets
+}
+
+/// [`prelift`] of several trees' updates at once (each its `targets`):
+/// their lifts share the lanes (and two threads when there are enough),
+/// and each tree gets its own memo, in order.
+pub(crate) fn prelift_trees(trees: &[Vec<(Item<'_>, usize)>]) -> Vec<LiftMemo> {
+    let all: Vec<(Item<'_>, usize)> = trees.iter().flatten().copied().collect();
+    let mut lifts = lift_split(&all).into_iter();
+    trees
+        .iter()
+        .map(|t| memo(lifts.by_ref().take(t.len())))
+        .collect()
+}
+
+fn memo(lifts: impl IntoIterator<Item = Lift>) -> LiftMemo {
+    lifts
         .into_iter()
         .map(|lift| ((lift.key, lift.to), lift.hash))
         .collect()

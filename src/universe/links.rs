@@ -44,7 +44,9 @@ where
                     .filter_map(|n| link.key_of(n).map(|k| (n.clone(), k)))
                     .collect(),
             };
-            let roots = self.roots(&children.iter().map(|(n, _)| n).collect::<Vec<_>>()).await?;
+            let roots = self
+                .roots(&children.iter().map(|(n, _)| n).collect::<Vec<_>>())
+                .await?;
             let mut leaves: BTreeMap<Key, Leaf> = self
                 .tree(&parent)?
                 .view()
@@ -72,10 +74,12 @@ where
                     });
                 }
             }
-            audit.problems.extend(leaves.into_keys().map(|key| LinkProblem::Orphan {
-                parent: parent.clone(),
-                key,
-            }));
+            audit
+                .problems
+                .extend(leaves.into_keys().map(|key| LinkProblem::Orphan {
+                    parent: parent.clone(),
+                    key,
+                }));
         }
         Ok(audit)
     }

@@ -24,7 +24,18 @@ pub type Migration = (i64, &'static str, &'static str);
 /// A namespace row as [`Dialect::namespace_rows`] returns it: name, id,
 /// height, root hash and sum (both NULL when empty), version, and the
 /// newest pinned version.
-pub type NamedRow = (String, i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
+pub type NamedRow = (
+    String,
+    i64,
+    i64,
+    Option<Vec<u8>>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+);
+
+/// A row as read: its key and its stored body.
+pub type KeyedRow = (RowKey, Vec<u8>);
 
 /// One namespace's path walks in a walk of several namespaces.
 #[derive(Debug, Clone, Copy)]
@@ -193,7 +204,7 @@ pub trait Dialect: Connection + Sized + 'static {
     fn read_rows(
         &mut self,
         reads: &[RowRead<'_>],
-    ) -> impl Future<Output = Res<Vec<Vec<(RowKey, Vec<u8>)>>>> + Send;
+    ) -> impl Future<Output = Res<Vec<Vec<KeyedRow>>>> + Send;
 
     /// The bodies of the rows at `keys` as they were at `version`: the
     /// live row if written at or before it, else the kept copy current
@@ -210,10 +221,8 @@ pub trait Dialect: Connection + Sized + 'static {
     /// `state.version + 1`, keeping first the replaced rows a pin may
     /// read, with a constant number of statements for all of them; passes
     /// each namespace's `written` failpoint once the rows are written.
-    fn write_commits(
-        &mut self,
-        commits: &[CommitRows<'_>],
-    ) -> impl Future<Output = Res<()>> + Send;
+    fn write_commits(&mut self, commits: &[CommitRows<'_>])
+    -> impl Future<Output = Res<()>> + Send;
 
     /// Removes every row and the root of the namespace at `state`, keeping
     /// first the rows a pin may still read.

@@ -109,7 +109,12 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
     }
 
     async fn names(&self) -> Res<Vec<String>> {
-        Ok(self.namespaces().await?.into_iter().map(|n| n.name).collect())
+        Ok(self
+            .namespaces()
+            .await?
+            .into_iter()
+            .map(|n| n.name)
+            .collect())
     }
 
     async fn load_roots(&self, trees: &[&Self]) -> Res<Vec<ComputedNode>> {
@@ -268,7 +273,10 @@ impl<'c, C: Dialect> ForestStore for SqlTxForest<'c, C> {
 
     /// In the caller's transaction, under a savepoint where the engine
     /// writes with one (as [`SqlTxStore`]'s commit).
-    async fn commit_trees(&self, updates: &[TreeUpdate<'_, SqlTxStore<'c, C>>]) -> Res<ForestCommit> {
+    async fn commit_trees(
+        &self,
+        updates: &[TreeUpdate<'_, SqlTxStore<'c, C>>],
+    ) -> Res<ForestCommit> {
         self.check_conns(updates.iter().map(|u| u.tree))?;
         let parts: Vec<CommitPart<'_>> = updates
             .iter()

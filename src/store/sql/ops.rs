@@ -153,10 +153,12 @@ pub(crate) async fn commit_on<C: Dialect>(
     space: &NamespaceState,
     batch: &UpdateBatch,
 ) -> Res<CommitOutcome> {
-    Ok(match commit_many_on(conn, &[CommitPart { space, batch }]).await? {
-        ForestCommit::Committed => CommitOutcome::Committed,
-        ForestCommit::RootMoved { current, .. } => CommitOutcome::RootMoved { current },
-    })
+    Ok(
+        match commit_many_on(conn, &[CommitPart { space, batch }]).await? {
+            ForestCommit::Committed => CommitOutcome::Committed,
+            ForestCommit::RootMoved { current, .. } => CommitOutcome::RootMoved { current },
+        },
+    )
 }
 
 /// Check-and-apply of several namespaces' batches inside an open

@@ -27,7 +27,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgConnection, SqlStr};
 
 use super::dialect::{
-    Arg, CommitRows, Dialect, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
+    Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
 };
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
@@ -288,14 +288,17 @@ impl Dialect for PgConnection {
         Ok(out)
     }
 
-    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<(RowKey, Vec<u8>)>>> {
-        let mut out: Vec<Vec<(RowKey, Vec<u8>)>> = reads.iter().map(|_| Vec::new()).collect();
+    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<KeyedRow>>> {
+        let mut out: Vec<Vec<KeyedRow>> = reads.iter().map(|_| Vec::new()).collect();
         let Some(first) = reads.first() else {
             return Ok(out);
         };
         let (mut index, mut ns) = (Vec::new(), Vec::new());
         for (r, read) in reads.iter().enumerate() {
-            index.extend(std::iter::repeat_n(i32::try_from(r).unwrap_or(i32::MAX), read.keys.len()));
+            index.extend(std::iter::repeat_n(
+                i32::try_from(r).unwrap_or(i32::MAX),
+                read.keys.len(),
+            ));
             ns.extend(std::iter::repeat_n(read.info.id, read.keys.len()));
         }
         let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
@@ -497,10 +500,11 @@ fn walk_sql_text() -> String {
            UNION ALL \
              SELECT w.walk, w.ns, n.path, n.depth, n.body FROM sibs w CROSS JOIN LATERAL ( \
                  SELECT m.path, m.depth, m.body FROM ms_smt_strata m \
-                 WHERE m.ns = w.ns AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n) \
-         SELECT path, depth::int8, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = f.ns), \
-                walk \
-         FROM found f ORDER BY walk, depth"
+                 WHERE m.ns = w.ns AND m.path = w.path AND m.depth = w.depth OFFSET 0) AS n), \
+         roots AS MATERIALIZED ( \
+             SELECT id, root_hash FROM ms_smt_namespaces WHERE id = ANY($2::int8[])) \
+         SELECT f.path, f.depth::int8, f.body, r.root_hash, f.walk \
+         FROM found f JOIN roots r ON r.id = f.ns ORDER BY f.walk, f.depth"
     )
 }
 
@@ -556,7 +560,9 @@ struct WalkStarts {
 
 /// The rows of a walk of several namespaces, split by walk (the last
 /// column; the statement returns them ordered by it).
-fn split_walks(rows: &[sqlx::postgres::PgRow]) -> Result<Vec<(usize, &[sqlx::postgres::PgRow])>, sqlx::Error> {
+fn split_walks(
+    rows: &[sqlx::postgres::PgRow],
+) -> Result<Vec<(usize, &[sqlx::postgres::PgRow])>, sqlx::Error> {
     use sqlx::Row;
     let mut out = Vec::new();
     let mut start = 0;
@@ -566,7 +572,10 @@ fn split_walks(rows: &[sqlx::postgres::PgRow]) -> Result<Vec<(usize, &[sqlx::pos
         while end < rows.len() && rows[end].try_get::<i32, _>(4)? == walk {
             end += 1;
         }
-        out.push((usize::try_from(walk).unwrap_or(usize::MAX), &rows[start..end]));
+        out.push((
+            usize::try_from(walk).unwrap_or(usize::MAX),
+            &rows[start..end],
+        ));
         start = end;
     }
     Ok(out)
@@ -587,7 +596,8 @@ impl<'a> RowArrays<'a> {
     fn push(&mut self, ns: i64, key: &'a RowKey, body: Option<&'a Vec<u8>>, version: i64) {
         self.ns.push(ns);
         self.path.push(&key.path);
-        self.depth.push(i32::try_from(key.depth).unwrap_or(i32::MAX));
+        self.depth
+            .push(i32::try_from(key.depth).unwrap_or(i32::MAX));
         if let Some(body) = body {
             self.body.push(body);
         }

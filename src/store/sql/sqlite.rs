@@ -36,7 +36,7 @@ use sqlx::sqlite::{
 use sqlx::{AssertSqlSafe, Executor, SqlSafeStr, SqlStr, SqliteConnection};
 
 use super::dialect::{
-    Arg, CommitRows, Dialect, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
+    Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
 };
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
@@ -319,8 +319,8 @@ impl Dialect for SqliteConnection {
         Ok(out)
     }
 
-    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<(RowKey, Vec<u8>)>>> {
-        let mut out: Vec<Vec<(RowKey, Vec<u8>)>> = reads.iter().map(|_| Vec::new()).collect();
+    async fn read_rows(&mut self, reads: &[RowRead<'_>]) -> Res<Vec<Vec<KeyedRow>>> {
+        let mut out: Vec<Vec<KeyedRow>> = reads.iter().map(|_| Vec::new()).collect();
         let Some(first) = reads.first() else {
             return Ok(out);
         };
@@ -413,16 +413,19 @@ impl Dialect for SqliteConnection {
         let version = |c: &CommitRows<'_>| c.state.version.saturating_add(1);
         let kept = commits.iter().flat_map(|c| {
             let max_pin = c.state.max_pin;
-            c.changes.iter().filter(move |_| max_pin.is_some()).map(move |change| {
-                let (RowChange::Put(key, _) | RowChange::Delete(key)) = change;
-                PackedRow {
-                    ns: c.state.info.id,
-                    key,
-                    body: &[],
-                    a: version(c),
-                    b: max_pin.unwrap_or(i64::MIN),
-                }
-            })
+            c.changes
+                .iter()
+                .filter(move |_| max_pin.is_some())
+                .map(move |change| {
+                    let (RowChange::Put(key, _) | RowChange::Delete(key)) = change;
+                    PackedRow {
+                        ns: c.state.info.id,
+                        key,
+                        body: &[],
+                        a: version(c),
+                        b: max_pin.unwrap_or(i64::MIN),
+                    }
+                })
         });
         // Collected before any await: the statements' futures then hold no
         // closures (which the `Send` check cannot see through).
@@ -437,8 +440,14 @@ impl Dialect for SqliteConnection {
               AND n.depth = k.depth \
              WHERE n.version <= k.max_pin"
         );
-        execute_packed(self, counters, keep_sql, kept, Columns::KEYS | Columns::A | Columns::B)
-            .await?;
+        execute_packed(
+            self,
+            counters,
+            keep_sql,
+            kept,
+            Columns::KEYS | Columns::A | Columns::B,
+        )
+        .await?;
         let puts = commits.iter().flat_map(|c| {
             c.changes.iter().filter_map(move |change| match change {
                 RowChange::Put(key, body) => Some(PackedRow {
@@ -464,8 +473,14 @@ impl Dialect for SqliteConnection {
              ON CONFLICT (ns, path, depth) DO UPDATE \
              SET body = excluded.body, version = excluded.version"
         );
-        execute_packed(self, counters, put_sql, puts, Columns::KEYS | Columns::BODIES | Columns::A)
-            .await?;
+        execute_packed(
+            self,
+            counters,
+            put_sql,
+            puts,
+            Columns::KEYS | Columns::BODIES | Columns::A,
+        )
+        .await?;
         let deletes = commits.iter().flat_map(|c| {
             c.changes.iter().filter_map(move |change| match change {
                 RowChange::Delete(key) => Some(PackedRow {
@@ -483,8 +498,10 @@ impl Dialect for SqliteConnection {
             "WITH RECURSIVE {INDEX_CTE}, \
              k(i, ns, depth) AS (SELECT i, {NS}, CAST(substr(?4, i * 3 + 1, 3) AS INTEGER) \
                  FROM idx) \
-             DELETE FROM ms_smt_strata WHERE (ns, path, depth) IN \
-                 (SELECT ns, substr(?3, i * 32 + 1, (depth + 7) / 8), depth FROM k)"
+             DELETE FROM ms_smt_strata WHERE id IN \
+                 (SELECT n.id FROM k CROSS JOIN ms_smt_strata n \
+                    ON n.ns = k.ns AND n.path = substr(?3, k.i * 32 + 1, (k.depth + 7) / 8) \
+                   AND n.depth = k.depth)"
         );
         execute_packed(self, counters, delete_sql, deletes, Columns::KEYS).await?;
         for commit in commits {
@@ -716,15 +733,15 @@ async fn walk_height(
              FROM walk WHERE want AND depth + ?3 <= 256 \
            UNION \
              SELECT ns, substr(?6, i * ?7 + (depth / ?3) * 32 + 1, (depth + 7) / 8), depth \
-             FROM starts WHERE want AND sib) \
-         SELECT path, depth, body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = w.ns), \
-                w.ns \
-         FROM walk w \
-         UNION ALL \
-         SELECT n.path, n.depth, n.body, (SELECT root_hash FROM ms_smt_namespaces WHERE id = w.ns), \
-                w.ns \
-         FROM sibs w CROSS JOIN ms_smt_strata n \
-           ON n.ns = w.ns AND n.path = w.path AND n.depth = w.depth \
+             FROM starts WHERE want AND sib), \
+         roots(ns, root) AS MATERIALIZED ( \
+             SELECT id, root_hash FROM ms_smt_namespaces WHERE id IN (SELECT ns FROM starts)), \
+         found(ns, path, depth, body) AS ( \
+             SELECT ns, path, depth, body FROM walk \
+           UNION ALL \
+             SELECT w.ns, n.path, n.depth, n.body FROM sibs w CROSS JOIN ms_smt_strata n \
+               ON n.ns = w.ns AND n.path = w.path AND n.depth = w.depth) \
+         SELECT f.path, f.depth, f.body, r.root, f.ns FROM found f CROSS JOIN roots r ON r.ns = f.ns \
          ORDER BY 5, 2"
     ));
     // Every start of every walk, in walk order: (walk, ns, params, index).

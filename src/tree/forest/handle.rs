@@ -267,7 +267,10 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
     /// order: one read of every root on the chains (one snapshot of all
     /// of them: a commit of several trees is atomic, so each parent's leaf
     /// matches its child's root as read) and one read of every path.
-    pub async fn nested_proofs<N: AsRef<str>>(&self, keys: &[(N, Key)]) -> Res<Vec<NestedProof>, S> {
+    pub async fn nested_proofs<N: AsRef<str>>(
+        &self,
+        keys: &[(N, Key)],
+    ) -> Res<Vec<NestedProof>, S> {
         let mut reads: Writes<S::Tree> = Vec::new();
         let mut wanted: Vec<(Arc<Entry<S::Tree>>, Key)> = Vec::with_capacity(keys.len());
         for (name, key) in keys {

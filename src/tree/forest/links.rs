@@ -11,6 +11,9 @@ use crate::error::LinkError;
 use crate::key::Key;
 use crate::proof::nested::LinkSum;
 
+/// A rule on names: `Some(key)` for a child, at that key.
+type Rule = dyn Fn(&str) -> Option<Key> + Send + Sync;
+
 /// Which namespaces are a link's children, and each one's key in the
 /// parent.
 #[derive(Clone)]
@@ -18,7 +21,7 @@ enum Children {
     /// A fixed list.
     Listed(Arc<BTreeMap<String, Key>>),
     /// A rule on names: `Some(key)` for a child.
-    Rule(Arc<dyn Fn(&str) -> Option<Key> + Send + Sync>),
+    Rule(Arc<Rule>),
 }
 
 /// A declared link: namespace `parent` is the parent tree of a set of
@@ -190,7 +193,9 @@ mod tests {
     fn a_child_has_one_parent() {
         let links = Links::default()
             .with(Link::children("p", [("a", Key([1; 32]))]))
-            .with(Link::rule("q", |n| n.starts_with('a').then_some(Key([2; 32]))));
+            .with(Link::rule("q", |n| {
+                n.starts_with('a').then_some(Key([2; 32]))
+            }));
         assert!(matches!(
             links.parent_of("a"),
             Err(LinkError::TwoParents { .. })

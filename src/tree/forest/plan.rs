@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::descent::{self, NodeCache, UpdateBatch};
+use crate::descent::{self, NodeCache, TreeItems, UpdateBatch};
 use crate::error::{PlanError, SumOverflow};
 use crate::key::Key;
 use crate::layout::LayoutKind;
@@ -81,10 +81,8 @@ pub(crate) fn group_keys<T>(
     writes: &[&Writes<T>],
     order: &[Arc<Entry<T>>],
 ) -> HashMap<TreeId, (Vec<Key>, bool)> {
-    let mut keys: HashMap<TreeId, (Vec<Key>, bool)> = order
-        .iter()
-        .map(|e| (e.id, (Vec::new(), false)))
-        .collect();
+    let mut keys: HashMap<TreeId, (Vec<Key>, bool)> =
+        order.iter().map(|e| (e.id, (Vec::new(), false))).collect();
     for (entry, batch) in writes.iter().copied().flatten() {
         if let Some((k, siblings)) = keys.get_mut(&entry.id) {
             k.extend(batch.iter().map(|(key, _)| *key));
@@ -143,42 +141,63 @@ pub(crate) fn plan_group<T>(
     let roots: HashMap<TreeId, ComputedNode> = reads.iter().map(|(id, r)| (*id, r.root)).collect();
     let mut derived: HashMap<TreeId, Vec<(Key, Leaf)>> = HashMap::new();
     let mut trees = Vec::with_capacity(order.len());
-    for entry in order {
-        let TreeRead { root, mut nodes } = reads.remove(&entry.id).ok_or(unread(entry))?;
-        let mut batch = direct.remove(&entry.id).unwrap_or_default();
-        batch.extend(derived.remove(&entry.id).unwrap_or_default());
-        let items = descent::prepare(&batch);
-        let planned = hashing(items.len(), || {
-            descent::plan_items(kind, &nodes, root, &items)
-        });
-        let update = match planned {
-            Ok(update) => update,
-            Err(e @ PlanError::Overflow(_)) if group.len() == 1 => {
-                let trees = order
-                    .iter()
-                    .map(|e| noop(e, roots.get(&e.id).copied().unwrap_or_else(ComputedNode::empty_root)))
-                    .collect();
-                return Ok(GroupPlan {
-                    rejected: vec![(0, e)],
-                    trees,
-                });
+    // One level of the links at a time (children before parents): each
+    // level's trees planned together.
+    for level in order.chunk_by(|a, b| a.level == b.level) {
+        let batches: Vec<Vec<(Key, Leaf)>> = level
+            .iter()
+            .map(|entry| {
+                let mut batch = direct.remove(&entry.id).unwrap_or_default();
+                batch.extend(derived.remove(&entry.id).unwrap_or_default());
+                batch
+            })
+            .collect();
+        let mut items = Vec::with_capacity(level.len());
+        for (entry, batch) in level.iter().zip(&batches) {
+            let read = reads.get(&entry.id).ok_or(unread(entry))?;
+            items.push(TreeItems {
+                source: &read.nodes,
+                root: read.root,
+                items: descent::prepare(batch),
+            });
+        }
+        let total = items.iter().map(|t| t.items.len()).sum();
+        let planned = hashing(total, || descent::plan_trees(kind, &items));
+        drop(items);
+        for (entry, planned) in level.iter().zip(planned) {
+            let update = match planned {
+                Ok(update) => update,
+                Err(e @ PlanError::Overflow(_)) if group.len() == 1 => {
+                    let trees = order
+                        .iter()
+                        .map(|e| {
+                            let root = roots.get(&e.id).copied();
+                            noop(e, root.unwrap_or_else(ComputedNode::empty_root))
+                        })
+                        .collect();
+                    return Ok(GroupPlan {
+                        rejected: vec![(0, e)],
+                        trees,
+                    });
+                }
+                Err(e) => return Err(e),
+            };
+            let TreeRead { mut nodes, .. } = reads.remove(&entry.id).ok_or(unread(entry))?;
+            if let Some((parent, key, sum)) = &entry.parent {
+                derived
+                    .entry(parent.id)
+                    .or_default()
+                    .push((*key, sum.leaf(&update.new_root)));
             }
-            Err(e) => return Err(e),
-        };
-        if let Some((parent, key, sum)) = &entry.parent {
-            derived
-                .entry(parent.id)
-                .or_default()
-                .push((*key, sum.leaf(&update.new_root)));
+            if overlay {
+                nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
+            }
+            trees.push(TreePlan {
+                entry: entry.clone(),
+                update: Arc::new(update),
+                nodes,
+            });
         }
-        if overlay {
-            nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
-        }
-        trees.push(TreePlan {
-            entry: entry.clone(),
-            update: Arc::new(update),
-            nodes,
-        });
     }
     Ok(GroupPlan { rejected, trees })
 }
@@ -202,6 +221,9 @@ fn noop<T>(entry: &Arc<Entry<T>>, root: ComputedNode) -> TreePlan<T> {
     }
 }
 
+/// A submission's new totals of the trees it moves, deepest first.
+type Totals<T> = BTreeMap<(Reverse<usize>, TreeId), (Arc<Entry<T>>, u128)>;
+
 /// Admits the submissions in order against the trees read: each one is
 /// applied to running totals (its leaves replace the ones before them,
 /// from the trees or from earlier submissions), every changed tree's new
@@ -215,21 +237,21 @@ fn admit<T>(group: &[&Writes<T>], reads: &Reads) -> Result<Vec<(usize, PlanError
         .map(|(id, r)| (*id, u128::from(r.root.sum)))
         .collect();
     let mut current: HashMap<(TreeId, Key), u64> = HashMap::new();
-    let leaf_sum = |current: &HashMap<(TreeId, Key), u64>, id: TreeId, key: &Key| {
-        match current.get(&(id, *key)) {
-            Some(sum) => Ok(*sum),
-            None => {
-                let read = reads.get(&id).ok_or(PlanError::MissingNode {
-                    hash: crate::hash::Hash([0; 32]),
-                    level: 0,
-                })?;
-                Ok::<u64, PlanError>(walk::walk(&read.nodes, &read.root, key, None)?.sum())
-            }
+    let leaf_sum = |current: &HashMap<(TreeId, Key), u64>, id: TreeId, key: &Key| match current
+        .get(&(id, *key))
+    {
+        Some(sum) => Ok(*sum),
+        None => {
+            let read = reads.get(&id).ok_or(PlanError::MissingNode {
+                hash: crate::hash::Hash([0; 32]),
+                level: 0,
+            })?;
+            Ok::<u64, PlanError>(walk::walk(&read.nodes, &read.root, key, None)?.sum())
         }
     };
     let mut rejected = Vec::new();
     for (index, writes) in group.iter().enumerate() {
-        let mut next: BTreeMap<(Reverse<usize>, TreeId), (Arc<Entry<T>>, u128)> = BTreeMap::new();
+        let mut next: Totals<T> = BTreeMap::new();
         let mut changes: Vec<(TreeId, Key, u64)> = Vec::new();
         for (entry, batch) in writes.iter() {
             let total = totals.get(&entry.id).copied().unwrap_or(0);

@@ -37,6 +37,10 @@ impl<T> Entry<T> {
     }
 }
 
+/// Where a name sits in its parent: the parent's name, its key there
+/// and how its leaf is summed.
+type Place = (String, Key, LinkSum);
+
 /// Every tree met so far, by name.
 #[derive(Debug)]
 pub(crate) struct Registry<T> {
@@ -86,7 +90,7 @@ impl<T> Registry<T> {
         }
         // The names from `name` up to the first one already known (or a
         // top tree), each with where it sits in its parent.
-        let mut path: Vec<(String, Option<(String, Key, LinkSum)>)> = Vec::new();
+        let mut path: Vec<(String, Option<Place>)> = Vec::new();
         let mut next = name.to_owned();
         loop {
             if path.len() > MAX_NESTED_LEVELS || path.iter().any(|(n, _)| *n == next) {
@@ -139,13 +143,12 @@ impl<T> Registry<T> {
             trees.insert(entry.name.clone(), entry.clone());
             made = Some(entry);
         }
-        made.or_else(|| trees.get(name).cloned())
-            .ok_or_else(|| {
-                LinkError::Cycle {
-                    namespace: name.to_owned(),
-                }
-                .into()
-            })
+        made.or_else(|| trees.get(name).cloned()).ok_or_else(|| {
+            LinkError::Cycle {
+                namespace: name.to_owned(),
+            }
+            .into()
+        })
     }
 
     /// [`resolve`](Self::resolve) for a write: a parent tree is refused.

@@ -50,7 +50,11 @@ where
 {
     /// Answers a group whose plan is committed: rejected submissions with
     /// their error, the others with their trees' new roots.
-    pub(super) fn committed(&self, group: Vec<Pending<F::Tree, F::Error>>, plan: &GroupPlan<F::Tree>) {
+    pub(super) fn committed(
+        &self,
+        group: Vec<Pending<F::Tree, F::Error>>,
+        plan: &GroupPlan<F::Tree>,
+    ) {
         if self.remember {
             for tree in &plan.trees {
                 if let Some(recent) = tree.entry.store.recent_nodes(false) {
@@ -64,11 +68,17 @@ where
             .record("trees", written)
             .record(
                 "inserts",
-                plan.trees.iter().map(|t| t.update.inserts.len()).sum::<usize>(),
+                plan.trees
+                    .iter()
+                    .map(|t| t.update.inserts.len())
+                    .sum::<usize>(),
             )
             .record(
                 "deletes",
-                plan.trees.iter().map(|t| t.update.deletes.len()).sum::<usize>(),
+                plan.trees
+                    .iter()
+                    .map(|t| t.update.deletes.len())
+                    .sum::<usize>(),
             )
             .record("rejected", plan.rejected.len());
         let mut rejected = plan.rejected.iter().peekable();

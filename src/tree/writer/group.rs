@@ -122,8 +122,10 @@ where
             Err(_) => {
                 // The store panicked: the group's submitters get `Stopped`.
                 Span::current().record("outcome", "stopped");
-                self.counters
-                    .group(group.iter().map(|p| p.leaves).sum(), planned.plan.trees.len());
+                self.counters.group(
+                    group.iter().map(|p| p.leaves).sum(),
+                    planned.plan.trees.len(),
+                );
                 drop(group);
                 forest::landed(&self.forest.store, &planned.plan).await == Some(true)
             }
@@ -212,7 +214,10 @@ where
             return Err(group);
         }
         let batch_of = |p: &Pending<F::Tree, F::Error>| -> Vec<(Key, Leaf)> {
-            p.writes.iter().flat_map(|(_, b)| b.iter().cloned()).collect()
+            p.writes
+                .iter()
+                .flat_map(|(_, b)| b.iter().cloned())
+                .collect()
         };
         let batch: Vec<(Key, Leaf)> = group.iter().flat_map(batch_of).collect();
         let store = &entry.store;

@@ -67,10 +67,7 @@ impl ForestReceipt {
     /// The root of tree `name` after the submission's group, if the
     /// submission touched it (or a tree under it).
     pub fn root(&self, name: &str) -> Option<ComputedNode> {
-        self.roots
-            .iter()
-            .find(|t| &*t.name == name)
-            .map(|t| t.root)
+        self.roots.iter().find(|t| &*t.name == name).map(|t| t.root)
     }
 }
 
@@ -360,7 +357,11 @@ impl<S: ForestStore + Clone, L: Layout> ForestWriter<S, L> {
         I: IntoIterator<Item = (N, Key, Leaf)>,
     {
         let writes = self.forest.writes(writes).map_err(SubmitError::Refused)?;
-        self.shared.queue(writes, false).await?.await.unwrap_or(Err(SubmitError::Stopped))
+        self.shared
+            .queue(writes, false)
+            .await?
+            .await
+            .unwrap_or(Err(SubmitError::Stopped))
     }
 
     /// [`submit`](Self::submit), with each write's nested proof at the
@@ -371,14 +372,21 @@ impl<S: ForestStore + Clone, L: Layout> ForestWriter<S, L> {
         I: IntoIterator<Item = (N, Key, Leaf)>,
     {
         let writes = self.forest.writes(writes).map_err(SubmitError::Refused)?;
-        self.shared.queue(writes, true).await?.await.unwrap_or(Err(SubmitError::Stopped))
+        self.shared
+            .queue(writes, true)
+            .await?
+            .await
+            .unwrap_or(Err(SubmitError::Stopped))
     }
 
     /// Queues `writes` without waiting: [`SubmitError::Full`] when the
     /// queue is full. The [`ForestTicket`] resolves as
     /// [`submit`](Self::submit) does; dropping it before the group is
     /// sealed leaves the writes out.
-    pub fn try_submit<N, I>(&self, writes: I) -> Result<ForestTicket<S::Error>, SubmitError<S::Error>>
+    pub fn try_submit<N, I>(
+        &self,
+        writes: I,
+    ) -> Result<ForestTicket<S::Error>, SubmitError<S::Error>>
     where
         N: AsRef<str>,
         I: IntoIterator<Item = (N, Key, Leaf)>,
@@ -474,8 +482,8 @@ where
     /// current Tokio runtime (call from inside one: like `tokio::spawn`, it
     /// panics outside a runtime).
     pub fn writer(&self, config: WriterConfig) -> Writer<S, L> {
-        let forest = Forest::<_, L>::new(OneTree(self.store.clone()))
-            .with_max_attempts(self.max_attempts);
+        let forest =
+            Forest::<_, L>::new(OneTree(self.store.clone())).with_max_attempts(self.max_attempts);
         let name = self.store.namespace().unwrap_or("default");
         let entry = forest.registry.one(name, self.store.clone());
         let task = Task::new(forest, config, true);
