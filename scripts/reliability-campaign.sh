@@ -10,7 +10,9 @@
 #   1. crash:        200 SIGKILLs on SQLite, 100 on Postgres, 20 immediate
 #                    stops of an fsync-on Postgres (tests/crash.rs); 100
 #                    SIGKILLs of a 64-submitter Writer on each engine
-#                    (tests/crash_writer.rs)
+#                    (tests/crash_writer.rs); 100 SIGKILLs of a
+#                    64-submitter ForestWriter over 16 trees and a parent
+#                    on each engine (tests/crash_forest.rs)
 #   2. contention:   4 processes on one SQLite file, 8 Postgres connections,
 #                    60 batches each (tests/contention.rs)
 #   3. cancellation: the drop-at-every-poll campaign 50 times over
@@ -63,6 +65,8 @@ step crash env MSSMT_CRASH_KILLS_SQLITE=200 MSSMT_CRASH_KILLS_PG=100 MSSMT_CRASH
     scripts/with-postgres.sh cargo test --release --all-features --test crash -- --nocapture
 step crash-writer env MSSMT_CRASH_WRITER_KILLS=100 \
     scripts/with-postgres.sh cargo test --release --all-features --test crash_writer -- --nocapture
+step crash-forest env MSSMT_CRASH_FOREST_KILLS=100 \
+    scripts/with-postgres.sh cargo test --release --all-features --test crash_forest -- --nocapture
 
 step contention env MSSMT_CONTENTION_BATCHES=60 \
     scripts/with-postgres.sh cargo test --release --all-features --test contention -- --nocapture
