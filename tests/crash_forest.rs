@@ -175,8 +175,13 @@ where
         while let Some(line) = lines.next_line().await.expect("read") {
             record(&line, &mut acked, &mut before);
         }
-        check(&forest(fresh(), &run), &run, &acked, &format!("{test} round {round} (seed {seed})"))
-            .await;
+        check(
+            &forest(fresh(), &run),
+            &run,
+            &acked,
+            &format!("{test} round {round} (seed {seed})"),
+        )
+        .await;
         eprintln!(
             "{test} round {round}: killed {run_for:?} after the first acknowledgement, {before} acknowledged this round, {} in all, all read back, links clean",
             acked.len()
@@ -204,11 +209,18 @@ where
         let keys: Vec<Key> = mine.iter().map(|(k, _)| *k).collect();
         let got = tree.get_many(&keys).await.expect("read back");
         for ((key, want), leaf) in mine.iter().zip(&got) {
-            assert_eq!(leaf, want, "{what}: acknowledged leaf {key:?} of {name} lost");
+            assert_eq!(
+                leaf, want,
+                "{what}: acknowledged leaf {key:?} of {name} lost"
+            );
         }
         assert_audit_clean(&tree, &format!("{what}: {name}")).await;
     }
-    assert_audit_clean(&forest.tree(run).expect("parent"), &format!("{what}: parent")).await;
+    assert_audit_clean(
+        &forest.tree(run).expect("parent"),
+        &format!("{what}: parent"),
+    )
+    .await;
     let links = forest.audit_links().await.expect("audit links");
     assert!(links.is_clean(), "{what}: {:?}", links.problems);
 }

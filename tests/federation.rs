@@ -500,3 +500,77 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
         );
     }
 }
+
+/// A server over a forest with a parent tree: concurrent POSTs to many
+/// child namespaces share the store writer's commits, the parent's root
+/// (served read-only) holds every child's root, and a POST to the parent
+/// is refused with a 400 and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forest_server_keeps_its_parent_in_step() {
+    let db = SqliteDb::open("fed-forest").await;
+    let p = unique("fed-parent");
+    let prefix = format!("{p}-");
+    let child_key = |name: &str| Key(ms_smt::test_utils::sha256(name.as_bytes()).0);
+    let forest = ms_smt::Forest::<_, ms_smt::Compacted>::new(db.store.clone()).with_link(
+        ms_smt::Link::rule(&p, move |name| {
+            name.starts_with(&prefix).then(|| child_key(name))
+        }),
+    );
+    let url = start(ms_smt::federation::forest_router(
+        forest.clone(),
+        ServerConfig::default(),
+    ))
+    .await;
+    let client = raw();
+    let mut posts = Vec::new();
+    for i in 0..40u64 {
+        let (client, url, ns) = (client.clone(), url.clone(), format!("{p}-{}", i % 8));
+        posts.push(tokio::spawn(async move {
+            let (key, _) = leaf_of(i);
+            let body = format!(
+                r#"[{{"key":"{}","value":"0a","sum":{}}}]"#,
+                key.to_hex(),
+                i + 1
+            );
+            let (status, _, body) = send(
+                &client,
+                Method::POST,
+                &format!("{url}/v1/{ns}/leaves"),
+                body.as_bytes(),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        }));
+    }
+    for post in posts {
+        post.await.expect("post");
+    }
+    let (status, _, body) = send(&client, Method::GET, &format!("{url}/v1/{p}/root"), b"").await;
+    assert_eq!(status, StatusCode::OK);
+    let parent = forest.roots(&[&p]).await.expect("root")[0];
+    assert_eq!(
+        parent.sum,
+        (1..=40).sum::<u64>(),
+        "the parent sums every child"
+    );
+    assert!(String::from_utf8_lossy(&body).contains(&parent.hash.to_hex()));
+    let links = forest.audit_links().await.expect("audit");
+    assert!(links.is_clean() && links.children == 8, "{links:?}");
+    let body = format!(
+        r#"[{{"key":"{}","value":"0a","sum":1}}]"#,
+        leaf_of(99).0.to_hex()
+    );
+    let (status, _, _) = send(
+        &client,
+        Method::POST,
+        &format!("{url}/v1/{p}/leaves"),
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "a parent is not written directly"
+    );
+    assert_eq!(forest.roots(&[&p]).await.expect("root")[0], parent);
+}

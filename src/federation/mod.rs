@@ -21,4 +21,4 @@ pub use client::{DEFAULT_MAX_RESPONSE, HttpPeer, PeerError, PeerStats};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use database::Database;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use server::{DEFAULT_BODY_LIMIT, ServeError, ServerConfig, router, serve};
+pub use server::{DEFAULT_BODY_LIMIT, ServeError, ServerConfig, forest_router, router, serve};

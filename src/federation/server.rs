@@ -2,10 +2,14 @@
 //! SQL database, serving inserts, roots, proofs and the `children` reads
 //! that [`Tree::sync_from`](crate::Tree::sync_from) needs.
 //!
-//! Every namespace the server has touched keeps one handle (its remembered
-//! nodes serve every request) and, once written to, one coalescing
-//! [`Writer`]: concurrent `POST /leaves` requests share descents and
-//! commits. Bodies are parsed here, not by axum's extractors, so every
+//! The server holds the database as one [`Forest`]: every namespace it has
+//! touched keeps one handle (its remembered nodes serve every request),
+//! and every `POST /leaves`, whatever its namespace, goes through one
+//! store-wide [`ForestWriter`](crate::ForestWriter): concurrent requests
+//! to any namespaces share read phases and durable commits, and a forest
+//! with links ([`forest_router`]) keeps its parent trees in step in the
+//! same commits (a POST to a parent tree is refused). Bodies are parsed
+//! here, not by axum's extractors, so every
 //! refusal (bad JSON or hex, a wrong length, a body over the limit, an
 //! unknown namespace, route or method) is a 4xx with `{"error": "..."}`,
 //! and nothing of a refused request is written.
@@ -31,7 +35,7 @@ use super::wire::{
 use crate::error::TreeError;
 use crate::layout::Compacted;
 use crate::store::{Dialect, SqlStore, SqlStoreError};
-use crate::tree::{CompactedTree, SubmitError, Writer, WriterConfig};
+use crate::tree::{CompactedTree, Forest, ForestWriter, SubmitError, WriterConfig};
 
 /// Default [`ServerConfig::body_limit`]: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
@@ -43,7 +47,7 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Prefixes at most in one `children` request (more: 400).
     pub max_prefixes: usize,
-    /// The writers' grouping.
+    /// The store writer's grouping.
     pub writer: WriterConfig,
 }
 
@@ -88,7 +92,8 @@ pub enum ServeError {
     /// prefix at the leaves, 422 for a sum overflow, else 500).
     #[error(transparent)]
     Tree(#[from] TreeError<SqlStoreError>),
-    /// The writer did not take the leaves (422 when rejected, else 503).
+    /// The writer did not take the leaves (422 when rejected, 400 when
+    /// refused, as a write to a parent tree is, else 503).
     #[error(transparent)]
     Submit(#[from] SubmitError<SqlStoreError>),
     /// No such route (404).
@@ -114,6 +119,7 @@ impl ServeError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ServeError::Tree(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ServeError::Submit(SubmitError::Refused(_)) => StatusCode::BAD_REQUEST,
             ServeError::Submit(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -128,43 +134,48 @@ impl IntoResponse for ServeError {
     }
 }
 
-/// One namespace as the server holds it.
-struct Space<C: Dialect> {
-    tree: CompactedTree<SqlStore<C>>,
-    writer: OnceLock<Writer<SqlStore<C>, Compacted>>,
-}
-
 /// What every handler shares.
 struct Shared<C: Dialect> {
-    store: SqlStore<C>,
+    forest: Forest<SqlStore<C>, Compacted>,
     config: ServerConfig,
-    spaces: Mutex<HashMap<String, Arc<Space<C>>>>,
+    /// The namespaces known to exist (or written to).
+    spaces: Mutex<HashMap<String, CompactedTree<SqlStore<C>>>>,
+    /// The store writer, made on the first write.
+    writer: OnceLock<ForestWriter<SqlStore<C>, Compacted>>,
 }
 
 type Api<T> = Result<Json<T>, ServeError>;
 
 impl<C: Dialect> Shared<C> {
-    /// The namespace `name`; for reads (`create` false) only if the
-    /// database has it. Unknown names are not remembered.
-    async fn space(&self, name: &str, create: bool) -> Result<Arc<Space<C>>, ServeError> {
+    /// The tree `name`, on the forest's handle; for reads (`create` false)
+    /// only if the database has it. Unknown names are not remembered.
+    async fn space(
+        &self,
+        name: &str,
+        create: bool,
+    ) -> Result<CompactedTree<SqlStore<C>>, ServeError> {
         check_namespace(name)?;
         if let Some(space) = self.lock().get(name) {
             return Ok(space.clone());
         }
-        let store = self.store.open_namespace(name);
-        if !create && !store.exists().await.map_err(TreeError::Store)? {
+        if !create
+            && !self
+                .forest
+                .store()
+                .open_namespace(name)
+                .exists()
+                .await
+                .map_err(TreeError::Store)?
+        {
             return Err(ServeError::UnknownNamespace {
                 name: name.to_owned(),
             });
         }
-        let space = Arc::new(Space {
-            tree: CompactedTree::new(store),
-            writer: OnceLock::new(),
-        });
-        Ok(self.lock().entry(name.to_owned()).or_insert(space).clone())
+        let tree = self.forest.tree(name)?;
+        Ok(self.lock().entry(name.to_owned()).or_insert(tree).clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Space<C>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CompactedTree<SqlStore<C>>>> {
         self.spaces.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -185,15 +196,24 @@ async fn leaves<C: Dialect>(
         .iter()
         .map(LeafIn::decode)
         .collect::<Result<Vec<_>, _>>()?;
-    let space = shared.space(&ns, true).await?;
+    let tree = shared.space(&ns, true).await?;
     if batch.is_empty() {
-        return Ok(Json(RootOut::new(&space.tree.root().await?)));
+        return Ok(Json(RootOut::new(&tree.root().await?)));
     }
-    let writer = space
+    let writer = shared
         .writer
-        .get_or_init(|| space.tree.writer(shared.config.writer));
-    let receipt = writer.submit(batch).await?;
-    Ok(Json(RootOut::new(&receipt.root)))
+        .get_or_init(|| shared.forest.writer(shared.config.writer));
+    let receipt = writer
+        .submit(
+            batch
+                .into_iter()
+                .map(|(key, leaf)| (ns.as_str(), key, leaf)),
+        )
+        .await?;
+    let root = receipt.root(&ns).ok_or(TreeError::Unsupported {
+        operation: "a receipt without its tree's root",
+    })?;
+    Ok(Json(RootOut::new(&root)))
 }
 
 async fn root<C: Dialect>(
@@ -201,8 +221,8 @@ async fn root<C: Dialect>(
     ns: Result<Path<String>, PathRejection>,
 ) -> Api<RootOut> {
     let Path(ns) = ns?;
-    let space = shared.space(&ns, false).await?;
-    Ok(Json(RootOut::new(&space.tree.root().await?)))
+    let tree = shared.space(&ns, false).await?;
+    Ok(Json(RootOut::new(&tree.root().await?)))
 }
 
 async fn proof<C: Dialect>(
@@ -211,8 +231,8 @@ async fn proof<C: Dialect>(
 ) -> Api<ProofOut> {
     let Path((ns, key)) = path?;
     let key = decode_key(&key)?;
-    let space = shared.space(&ns, false).await?;
-    let (root, leaf, proof) = space.tree.view().leaf_with_proof(&key).await?;
+    let tree = shared.space(&ns, false).await?;
+    let (root, leaf, proof) = tree.view().leaf_with_proof(&key).await?;
     Ok(Json(ProofOut::new(&root, &leaf, &proof)))
 }
 
@@ -232,18 +252,28 @@ async fn children<C: Dialect>(
         });
     }
     let (root, prefixes) = request.decode()?;
-    let space = shared.space(&ns, false).await?;
-    let pairs = space.tree.view().children(&root, &prefixes).await?;
+    let tree = shared.space(&ns, false).await?;
+    let pairs = tree.view().children(&root, &prefixes).await?;
     Ok(Json(ChildrenOut::new(&pairs)))
 }
 
 /// The federation API over the namespaces of `store`'s database (see the
 /// module docs and [`wire`](super::wire) for the routes and bodies).
 pub fn router<C: Dialect>(store: SqlStore<C>, config: ServerConfig) -> Router {
+    forest_router(Forest::new(store), config)
+}
+
+/// [`router`] over `forest`: its links' parent trees are kept in step with
+/// every write, and served read-only.
+pub fn forest_router<C: Dialect>(
+    forest: Forest<SqlStore<C>, Compacted>,
+    config: ServerConfig,
+) -> Router {
     let shared = Arc::new(Shared {
-        store,
+        forest,
         config,
         spaces: Mutex::new(HashMap::new()),
+        writer: OnceLock::new(),
     });
     Router::new()
         .route("/v1/{ns}/leaves", post(leaves::<C>))
