@@ -356,7 +356,52 @@ async fn scenario(db: &str, engine: Engine, second: &str, dir: &Path) {
     assert_eq!(run.json()["clean"], false);
     assert_eq!(ok_json(db, &["audit", &ns])["clean"], true, "only the copy");
 
+    many_trees(db, dir).await;
     bad_inputs(db, &ns, dir, &all, &export).await;
+}
+
+/// One file over several namespaces (`"ns"` per record) under a parent
+/// (`--parent`): one transaction; each tree is what its records build,
+/// and the parent holds each tree's root at the SHA-256 of its name.
+async fn many_trees(db: &str, dir: &Path) {
+    let parent = unique("cli-parent");
+    let names = [format!("{parent}-a"), format!("{parent}-b")];
+    let mut text = String::new();
+    let mut by_tree: Vec<Vec<(Key, Leaf)>> = vec![Vec::new(), Vec::new()];
+    for (i, (key, leaf)) in leaves(&parent).into_iter().enumerate() {
+        let t = i % 2;
+        text.push_str(&format!(
+            "{{\"ns\":\"{}\",\"key\":\"{}\",\"value\":\"{}\",\"sum\":{}}}\n",
+            names[t],
+            key.to_hex(),
+            hex::encode(leaf.value()),
+            leaf.sum()
+        ));
+        by_tree[t].push((key, leaf));
+    }
+    let file = write(dir, "many.jsonl", &text);
+    let loaded = ok_json(
+        db,
+        &[
+            "load",
+            &names[0],
+            s(&file),
+            "--batch",
+            "50",
+            "--parent",
+            &parent,
+        ],
+    );
+    let mut parent_leaves = Vec::new();
+    for (name, leaves) in names.iter().zip(&by_tree) {
+        let root = root_of(std::slice::from_ref(leaves)).await;
+        assert_eq!(node(&loaded["trees"][name.as_str()]), root, "{name}");
+        let key = Key(ms_smt::test_utils::sha256(name.as_bytes()).0);
+        parent_leaves.push((key, ms_smt::LinkSum::ChildRoot.leaf(&root)));
+    }
+    let top = root_of(&[parent_leaves]).await;
+    assert_eq!(node(&loaded["trees"][parent.as_str()]), top, "the parent");
+    assert_eq!(ok_json(db, &["stats", &parent])["leaves"], 2);
 }
 
 /// Every bad input: exit 2 (or 1), one line on stderr, nothing changed.

@@ -3,13 +3,18 @@
 //! Two passes over the file. The first parses every line (one line in
 //! memory at a time) and refuses the file at its first bad line, before
 //! the database is opened. The second writes the records in batches
-//! (`insert_many` each) inside ONE database transaction, through the
-//! crate's caller's-transaction mode ([`SqlStore::in_transaction`]), so a
-//! failure part-way (a sum overflow, a lost connection) leaves nothing.
-//! A later record for a key replaces an earlier one; an empty value with
-//! sum 0 deletes the key (the crate's semantics).
+//! inside ONE database transaction, through the crate's store-wide write
+//! path in the caller's transaction ([`Forest::insert_many`] on
+//! [`SqlStore::forest_in_transaction`]), so a failure part-way (a sum
+//! overflow, a lost connection) leaves nothing. A JSON record may name
+//! its own namespace (`"ns"`; default: NS), so one file fills many trees;
+//! with `--parent P`, tree P holds every written tree's root (at the
+//! SHA-256 of its name), kept in step in the same transaction. A later
+//! record for a key replaces an earlier one; an empty value with sum 0
+//! deletes the key (the crate's semantics).
 //!
-//! [`SqlStore::in_transaction`]: ms_smt::store::SqlStore::in_transaction
+//! [`Forest::insert_many`]: ms_smt::Forest::insert_many
+//! [`SqlStore::forest_in_transaction`]: ms_smt::store::SqlStore::forest_in_transaction
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -18,9 +23,12 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
-use ms_smt::store::{SqlStoreError, TreeStore};
-use ms_smt::{CompactedTree, ComputedNode, FullTree, Key, Layout, Leaf, Tree};
+use std::collections::BTreeSet;
+
+use ms_smt::store::{ForestStore, SqlStoreError};
+use ms_smt::{Compacted, ComputedNode, Forest, Full, Key, Layout, Leaf, Link};
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::Outcome;
 use crate::db::{Access, Db, LayoutArg, sqlite_path};
@@ -46,18 +54,28 @@ pub struct LoadArgs {
     /// The file's format (default: from its extension).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Records per insert_many.
+    /// Records per commit.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
+    /// A parent tree over every namespace the file writes: it holds each
+    /// one's root (hash as the value, sum as the sum) at the SHA-256 of
+    /// its name, kept in step in the same transaction.
+    #[arg(long)]
+    pub parent: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonRecord {
+    #[serde(default)]
+    ns: Option<String>,
     key: String,
     value: String,
     sum: u64,
 }
+
+/// One record: its namespace (`None`: the command's), key and leaf.
+type Record = (Option<String>, Key, Leaf);
 
 /// The records of a load file, one line in memory at a time.
 struct Records {
@@ -86,7 +104,7 @@ impl Records {
     }
 
     /// The next record; `None` at the end.
-    fn next(&mut self) -> Res<Option<(Key, Leaf)>> {
+    fn next(&mut self) -> Res<Option<Record>> {
         loop {
             self.text.clear();
             let read = self
@@ -122,11 +140,12 @@ fn is_header(line: &str) -> bool {
     fields == ["key", "value", "sum"]
 }
 
-fn parse(format: Format, line: &str) -> Result<(Key, Leaf), LineError> {
-    let (key, value, sum) = match format {
+fn parse(format: Format, line: &str) -> Result<Record, LineError> {
+    let (ns, key, value, sum) = match format {
         Format::Jsonl => {
             let r: JsonRecord = serde_json::from_str(line)?;
             (
+                r.ns,
                 r.key.parse::<Key>().map_err(LineError::Key)?,
                 r.value,
                 r.sum,
@@ -138,6 +157,7 @@ fn parse(format: Format, line: &str) -> Result<(Key, Leaf), LineError> {
                 return Err(LineError::Fields(fields.len()));
             };
             (
+                None,
                 key.parse::<Key>().map_err(LineError::Key)?,
                 value.to_owned(),
                 sum.parse::<u64>()?,
@@ -145,7 +165,7 @@ fn parse(format: Format, line: &str) -> Result<(Key, Leaf), LineError> {
         }
     };
     let value = hex::decode(value).map_err(LineError::Value)?;
-    Ok((key, Leaf::new(value, sum)))
+    Ok((ns, key, Leaf::new(value, sum)))
 }
 
 fn format_of(args: &LoadArgs) -> Res<Format> {
@@ -181,59 +201,105 @@ fn check_file(path: &Path, format: Format, out: Output) -> Res<u64> {
     Ok(count)
 }
 
-/// The second pass: every record, in batches, into `tree`.
+/// What the second pass wrote: the root of each tree it wrote (and of the
+/// parent), by name.
+type Roots = std::collections::BTreeMap<String, ComputedNode>;
+
+/// The second pass: every record, in batches, into `forest` (one commit
+/// of every tree a batch names, and the parent, per batch).
 async fn write_batches<S, L>(
-    tree: &Tree<S, L>,
+    forest: &Forest<S, L>,
+    ns: &str,
     mut records: Records,
     batch: usize,
     bar: &ProgressBar,
-) -> Res<ComputedNode>
+) -> Res<Roots>
 where
-    S: TreeStore<Error = SqlStoreError>,
+    S: ForestStore<Error = SqlStoreError>,
     L: Layout,
 {
-    let mut root = tree.root().await?;
+    let mut roots = Roots::new();
+    let mut written: BTreeSet<String> = BTreeSet::new();
+    written.insert(ns.to_owned());
     loop {
-        let mut leaves = Vec::with_capacity(batch);
-        while leaves.len() < batch {
+        let mut writes = Vec::with_capacity(batch);
+        while writes.len() < batch {
             match records.next()? {
-                Some(record) => leaves.push(record),
+                Some((name, key, leaf)) => {
+                    let name = name.unwrap_or_else(|| ns.to_owned());
+                    if !written.contains(&name) {
+                        written.insert(name.clone());
+                    }
+                    writes.push((name, key, leaf));
+                }
                 None => break,
             }
         }
-        if leaves.is_empty() {
-            return Ok(root);
+        if writes.is_empty() {
+            break;
         }
-        let n = leaves.len() as u64;
-        root = tree.insert_many(leaves).await?;
+        let n = writes.len() as u64;
+        let write = forest.insert_many(writes).await?;
+        roots.extend(
+            write
+                .trees
+                .into_iter()
+                .map(|t| (t.name.to_string(), t.new_root)),
+        );
         bar.inc(n);
     }
+    // Trees named but unchanged (or the command's own, if no record named
+    // it) still report their root.
+    let missing: Vec<&String> = written.iter().filter(|n| !roots.contains_key(*n)).collect();
+    let found = forest.roots(&missing).await?;
+    roots.extend(missing.into_iter().cloned().zip(found));
+    Ok(roots)
 }
 
 /// The second pass's inputs.
 struct Writes<'a> {
+    ns: &'a str,
     layout: LayoutArg,
     records: Records,
     batch: usize,
+    parent: Option<&'a str>,
     bar: &'a ProgressBar,
 }
 
+/// The forest of a load: `parent`, if any, over every other namespace.
+fn forest_of<S: ForestStore, L: Layout>(store: S, parent: Option<&str>) -> Forest<S, L> {
+    let forest = Forest::new(store);
+    match parent {
+        Some(parent) => {
+            let own = parent.to_owned();
+            forest.with_link(Link::rule(parent, move |name| {
+                (name != own).then(|| Key(Sha256::digest(name.as_bytes()).into()))
+            }))
+        }
+        None => forest,
+    }
+}
+
 /// [`write_batches`] on `store` with the layout asked for.
-async fn write_all<S>(store: S, w: Writes<'_>) -> Res<ComputedNode>
+async fn write_all<S>(store: S, w: Writes<'_>) -> Res<Roots>
 where
-    S: TreeStore<Error = SqlStoreError>,
+    S: ForestStore<Error = SqlStoreError>,
 {
     match w.layout {
         LayoutArg::Compacted => {
-            write_batches(&CompactedTree::new(store), w.records, w.batch, w.bar).await
+            let forest = forest_of::<_, Compacted>(store, w.parent);
+            write_batches(&forest, w.ns, w.records, w.batch, w.bar).await
         }
-        LayoutArg::Full => write_batches(&FullTree::new(store), w.records, w.batch, w.bar).await,
+        LayoutArg::Full => {
+            let forest = forest_of::<_, Full>(store, w.parent);
+            write_batches(&forest, w.ns, w.records, w.batch, w.bar).await
+        }
     }
 }
 
 /// Writes every record of the file in one transaction of `db` (SQLite's
 /// begun `IMMEDIATE`, so it holds the write lock from the start).
-async fn write_in_one_transaction(db: &Db, ns: &str, w: Writes<'_>) -> Res<ComputedNode> {
+async fn write_in_one_transaction(db: &Db, w: Writes<'_>) -> Res<Roots> {
     let sql = |e: sqlx::Error| CliError::Store(SqlStoreError::from(e));
     match db {
         Db::Sqlite(store) => {
@@ -242,13 +308,13 @@ async fn write_in_one_transaction(db: &Db, ns: &str, w: Writes<'_>) -> Res<Compu
                 .begin_with("BEGIN IMMEDIATE")
                 .await
                 .map_err(sql)?;
-            let root = write_all(store.open_namespace(ns).in_transaction(&mut tx), w).await?;
-            tx.commit().await.map_err(sql).map(|()| root)
+            let roots = write_all(store.forest_in_transaction(&mut tx), w).await?;
+            tx.commit().await.map_err(sql).map(|()| roots)
         }
         Db::Postgres(store) => {
             let mut tx = store.pool().begin().await.map_err(sql)?;
-            let root = write_all(store.open_namespace(ns).in_transaction(&mut tx), w).await?;
-            tx.commit().await.map_err(sql).map(|()| root)
+            let roots = write_all(store.forest_in_transaction(&mut tx), w).await?;
+            tx.commit().await.map_err(sql).map(|()| roots)
         }
     }
 }
@@ -276,16 +342,18 @@ pub async fn load(spec: &str, args: LoadArgs, layout: LayoutArg, out: Output) ->
     let records = Records::open(&args.file, format)?;
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
     let writes = Writes {
+        ns: &args.ns,
         layout,
         records,
         batch,
+        parent: args.parent.as_deref(),
         bar: &bar,
     };
-    let result = write_in_one_transaction(&db, &args.ns, writes).await;
+    let result = write_in_one_transaction(&db, writes).await;
     bar.abandon();
     db.close().await;
-    let root = match result {
-        Ok(root) => root,
+    let roots = match result {
+        Ok(roots) => roots,
         Err(e) => {
             if let Some(path) = created {
                 remove_sqlite(&path);
@@ -293,24 +361,37 @@ pub async fn load(spec: &str, args: LoadArgs, layout: LayoutArg, out: Output) ->
             return Err(e);
         }
     };
+    let root = roots
+        .get(&args.ns)
+        .copied()
+        .unwrap_or_else(ComputedNode::empty_root);
     let secs = started.elapsed().as_secs_f64();
+    let trees: serde_json::Map<String, serde_json::Value> = roots
+        .iter()
+        .map(|(name, root)| (name.clone(), node_json(root)))
+        .collect();
     out.emit(
         json!({
             "namespace": args.ns,
             "records": count,
             "batches": count.div_ceil(args.batch),
             "root": node_json(&root),
+            "trees": trees,
             "check_seconds": checked.as_secs_f64(),
             "seconds": secs,
         }),
         || {
-            format!(
+            let mut text = format!(
                 "loaded {count} records into {:?} in {} batches, one transaction ({secs:.1} s, check {:.1} s): root {}",
                 args.ns,
                 count.div_ceil(args.batch),
                 checked.as_secs_f64(),
                 node_text(&root)
-            )
+            );
+            for (name, root) in roots.iter().filter(|(n, _)| **n != args.ns) {
+                text.push_str(&format!("\n  {name:?}: root {}", node_text(root)));
+            }
+            text
         },
     );
     Ok(Outcome::Ok)
