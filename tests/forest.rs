@@ -15,6 +15,10 @@
 //! * `writer_many_trees`: 200 submitters over 50 trees under a parent:
 //!   every acknowledged leaf reads back, groups share commits, receipts'
 //!   proofs verify, every tree audits clean and the links too.
+//! * `two_writers_race`: two store writers on separate pools over the
+//!   same trees and parent, then a close that drains what is queued.
+//! * `writer_failed_commit`: a group whose commit fails is answered
+//!   `Failed`, nothing applied; the writer goes on.
 //! * `audit_finds_writes_around_links`: a child written around the forest
 //!   and a leaf written into a parent directly are reported.
 //! * `memory_commit_is_all_or_nothing`, `sql_commit_is_all_or_nothing`: a
@@ -35,6 +39,7 @@ use ms_smt::{
     NestedProof, PlanError, SubmitError, Tree, TreeError, WriterConfig,
 };
 use sqlx::Connection;
+use support::suite::TestStore;
 use support::{hkey, unique};
 
 type Compacted = ms_smt::Compacted;
@@ -412,6 +417,118 @@ where
     );
 }
 
+/// Two store writers on one database (separate pools where the store has
+/// them, as two processes would have), racing over the same trees and
+/// their parent, then a close that drains what is queued: every
+/// acknowledged leaf is there, the parent matches every child.
+async fn two_writers_race<S>(store: S)
+where
+    S: ForestStore + Clone + TestStore + 'static,
+    S::Tree: Clone + 'static,
+{
+    let p = unique("race");
+    let peer = store.peer().await;
+    let forest = forest_of(store, &p);
+    let writers = [
+        forest.writer(WriterConfig::default()),
+        forest_of(peer, &p).writer(WriterConfig::default()),
+    ];
+    let mut tasks = Vec::new();
+    for s in 0..40u64 {
+        let (writer, p) = (writers[(s % 2) as usize].clone(), p.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for r in 0..5u64 {
+                let n = s * 5 + r;
+                let write = (
+                    format!("{p}/t{}", n % 6),
+                    hkey(&p, n),
+                    Leaf::new(vec![1], 1 + n),
+                );
+                writer.submit([write.clone()]).await.expect("acknowledged");
+                acked.push(write);
+            }
+            acked
+        }));
+    }
+    // Queued, then drained by close: answered before close returns.
+    let queued: Vec<_> = (0..20u64)
+        .map(|n| {
+            let write = (
+                format!("{p}/t{}", n % 6),
+                hkey("queued", n),
+                Leaf::new(vec![2], 1),
+            );
+            (
+                write.clone(),
+                writers[0].try_submit([write]).expect("queued"),
+            )
+        })
+        .collect();
+    let mut acked = Vec::new();
+    for task in tasks {
+        acked.extend(task.await.expect("task"));
+    }
+    for w in &writers {
+        w.close().await;
+    }
+    for (write, ticket) in queued {
+        ticket.await.expect("drained by close");
+        acked.push(write);
+    }
+    for (name, key, leaf) in &acked {
+        let got = forest
+            .tree(name)
+            .expect("tree")
+            .get(key)
+            .await
+            .expect("get");
+        assert_eq!(got, *leaf, "{name}: acknowledged leaf lost");
+    }
+    let audit = forest.audit_links().await.expect("audit");
+    assert!(audit.is_clean(), "{:?}", audit.problems);
+    assert_eq!(audit.children, 6);
+}
+
+/// A group whose commit fails (a failpoint before COMMIT, in the parent's
+/// namespace) is answered `Failed` and nothing of it is applied; the
+/// writer goes on.
+async fn writer_failed_commit<S>(store: S)
+where
+    S: ForestStore + Clone + 'static,
+    S::Tree: Clone + 'static,
+{
+    use ms_smt::failpoint::{Action, arm, disarm};
+    let p = unique("fail");
+    let forest = forest_of(store, &p);
+    let writer = forest.writer(WriterConfig::default());
+    let (a, b) = (format!("{p}/a"), format!("{p}/b"));
+    writer
+        .submit([(a.as_str(), hkey("a", 0), Leaf::new(vec![1], 1))])
+        .await
+        .expect("first");
+    let before = forest.roots(&[&a, &b, &p]).await.expect("roots");
+    arm(&p, "before_commit", Action::Error);
+    let failed = writer
+        .submit([
+            (a.as_str(), hkey("a", 1), Leaf::new(vec![2], 2)),
+            (b.as_str(), hkey("b", 1), Leaf::new(vec![3], 3)),
+        ])
+        .await;
+    disarm(&p);
+    assert!(matches!(failed, Err(SubmitError::Failed(_))), "{failed:?}");
+    assert_eq!(forest.roots(&[&a, &b, &p]).await.expect("roots"), before);
+    writer
+        .submit([(b.as_str(), hkey("b", 2), Leaf::new(vec![4], 4))])
+        .await
+        .expect("the writer goes on");
+    writer.close().await;
+    assert_eq!(forest.roots(&[&p]).await.expect("root")[0].sum, 1 + 4);
+    assert!(forest.audit_links().await.expect("audit").is_clean());
+}
+
+support::suite::on_every_store!(two_writers_race => two_writers_race);
+support::suite::on_every_store!(writer_failed_commit => writer_failed_commit, sql);
 support::suite::on_every_store!(parents_follow_children => parents_follow_children);
 support::suite::on_every_store!(stacked_links => stacked_links);
 support::suite::on_every_store!(overflow_through_the_chain => overflow_through_the_chain);
