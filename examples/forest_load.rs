@@ -293,7 +293,12 @@ where
 /// A nested proof of an acknowledged leaf on a cold forest (`cold`: a
 /// handle that remembers no nodes): its round trips (every handle's, the
 /// child's and the parent's), its time, and that it verifies.
-async fn nested_proof_cold<S>(cold: S, run: &str, store: &str, written: &(usize, Key, Leaf)) -> Res<()>
+async fn nested_proof_cold<S>(
+    cold: S,
+    run: &str,
+    store: &str,
+    written: &(usize, Key, Leaf),
+) -> Res<()>
 where
     S: ForestStore,
     S::Tree: Clone,

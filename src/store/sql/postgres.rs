@@ -168,6 +168,13 @@ impl Dialect for PgConnection {
             return Ok(());
         };
         first.counters.round_trip(1);
+        if let [space] = spaces {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
+                .bind(&*space.name)
+                .execute(&mut *self)
+                .await?;
+            return Ok(());
+        }
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         sqlx::query(
             "SELECT pg_advisory_xact_lock(k) FROM ( \

@@ -659,6 +659,24 @@ async fn set_roots(
     counters: &Counters,
     commits: &[CommitRows<'_>],
 ) -> Res<()> {
+    if let [commit] = commits {
+        // One namespace: the plain statement, no packing.
+        counters.round_trip(1);
+        let root = &commit.new_root;
+        let root = (*root != ComputedNode::empty_root())
+            .then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
+        let (hash, sum) = root.unzip();
+        sqlx::query(
+            "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ? WHERE id = ?",
+        )
+        .bind(hash)
+        .bind(sum)
+        .bind(commit.state.version.saturating_add(1))
+        .bind(commit.state.info.id)
+        .execute(&mut *conn)
+        .await?;
+        return Ok(());
+    }
     let (mut ids, mut hashes, mut present, mut sums, mut versions) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for commit in commits {
