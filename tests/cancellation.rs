@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use ms_smt::store::{PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use sqlx::Connection;
-use support::{TempDb, assert_audit_clean, hkey, map_root, pg_url, unique};
+use support::{TempDb, assert_audit_clean, hkey, map_root, pg_url, sanitize, unique};
 
 type Model = HashMap<Key, Leaf>;
 
@@ -218,15 +218,18 @@ async fn cancel_sqlite() {
     println!("sqlite: {seen:?}");
 }
 
-/// Fails when a connection of this database stays idle inside a
-/// transaction for more than a second.
-async fn no_idle_transaction(admin: &sqlx::PgPool) {
+/// Fails when a connection of the store under test (application name
+/// `app`) stays idle inside a transaction for more than a second. Only its
+/// own: the other test of this binary that runs meanwhile keeps host
+/// transactions open on purpose.
+async fn no_idle_transaction(admin: &sqlx::PgPool, app: &str) {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         let idle: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND application_name = $1 AND state LIKE 'idle in transaction%'",
         )
+        .bind(app)
         .fetch_one(admin)
         .await
         .expect("pg_stat_activity");
@@ -241,18 +244,23 @@ async fn no_idle_transaction(admin: &sqlx::PgPool) {
     }
 }
 
-/// The Postgres store and an admin pool on the same database, or `None`
-/// when the test skips.
-async fn pg_with_admin(test: &str) -> Option<(PostgresStore, sqlx::PgPool)> {
+/// The Postgres store, its connections named by a unique application name
+/// (returned too), and an admin pool on the same database, or `None` when
+/// the test skips.
+async fn pg_with_admin(test: &str) -> Option<(PostgresStore, sqlx::PgPool, String)> {
     let url = pg_url(test)?;
-    let store = PostgresStore::connect(&url).await.expect("connect");
+    let app = sanitize(&unique(test));
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = PostgresStore::connect(&format!("{url}{sep}application_name={app}"))
+        .await
+        .expect("connect");
     let admin = sqlx::PgPool::connect(&url).await.expect("admin");
-    Some((store, admin))
+    Some((store, admin, app))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_postgres() {
-    let Some((store, admin)) = pg_with_admin("cancel_postgres").await else {
+    let Some((store, admin, app)) = pg_with_admin("cancel_postgres").await else {
         return;
     };
     let ns = unique("cancel");
@@ -260,7 +268,7 @@ async fn cancel_postgres() {
         "postgres",
         EVERY_OP,
         || store.open_namespace(&ns).with_recent_nodes(0),
-        async || no_idle_transaction(&admin).await,
+        async || no_idle_transaction(&admin, &app).await,
     )
     .await;
     println!("postgres: {seen:?}");
@@ -420,7 +428,8 @@ async fn cancel_sqlite_host_savepoint_begin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_postgres_host_transaction() {
-    let Some((store, admin)) = pg_with_admin("cancel_postgres_host_transaction").await else {
+    let Some((store, admin, app)) = pg_with_admin("cancel_postgres_host_transaction").await
+    else {
         return;
     };
     let ns = unique("cancel_host");
@@ -446,7 +455,7 @@ async fn cancel_postgres_host_transaction() {
                 .expect("write in the host transaction after a drop");
         }
         tx.commit().await.expect("host commit");
-        no_idle_transaction(&admin).await;
+        no_idle_transaction(&admin, &app).await;
         let root = base.root().await.expect("root");
         let landed = applied(&new_model, &extra);
         let kept = applied(&model, &extra);

@@ -400,6 +400,8 @@ async fn contend<S: TreeStore>(
 ) {
     let namespace = unique("contention");
     let seed = seed_from_env("MSSMT_CONTENTION_SEED");
+    // Printed now, so that a failure shows it (the summary comes last).
+    eprintln!("{test}: seed {seed} (re-run with MSSMT_CONTENTION_SEED={seed})");
     let batches = count_from_env("MSSMT_CONTENTION_BATCHES", 20);
     let reports = run_writers(test, target, &namespace, seed, writers, batches).await;
     let tree = CompactedTree::new(store_of(&namespace));

@@ -14,7 +14,8 @@
 //! * `writer_postgres_sigkill`: the client killed, on `MSSMT_PG_URL`.
 //!
 //! Counts: `MSSMT_CRASH_WRITER_KILLS` (default 8 per engine; the
-//! reliability figures use 100).
+//! reliability figures use 100). The kill delays come from a printed seed;
+//! `MSSMT_TEST_SEED` replays them.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
 mod support;
@@ -24,10 +25,11 @@ use std::time::Duration;
 
 use ms_smt::store::{BulkStore, PostgresStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use support::child::{ChildStore, Target, child_command, child_spec, say};
-use support::{TempDb, assert_audit_clean, hkey, pg_url, unique};
+use support::{TempDb, assert_audit_clean, hkey, pg_url, test_seed, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const CHILD_ENV: &str = "MSSMT_CRASH_WRITER_CHILD";
@@ -102,7 +104,8 @@ async fn child_loop<S: TreeStore + Clone + 'static>(store: S, spec: &ChildSpec) 
 async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> S) -> usize {
     let namespace = unique("crash-writer");
     let mut acked: Vec<u64> = Vec::new();
-    let mut rng = rand::thread_rng();
+    // The kill delays, from a printed seed (`MSSMT_TEST_SEED` replays them).
+    let mut rng = StdRng::seed_from_u64(test_seed());
     for round in 0..kills() as u64 {
         let spec = ChildSpec {
             target: target.clone(),

@@ -14,10 +14,10 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ms_smt::store::{OnLag, ReadSnapshot, ReplicaSet, ServedBy, SqlStoreError};
+use ms_smt::store::{MemoryStore, OnLag, ReadSnapshot, ReplicaSet, ServedBy, SqlStoreError};
 use ms_smt::{ComputedNode, FullTree, Key, Leaf, Position, Subtree};
 use support::{assert_audit_clean, hkey, unique};
 use tokio::sync::{RwLock, RwLockReadGuard};
@@ -144,6 +144,10 @@ async fn every_read_on_the_standby_answers_at_its_root() {
     let Some((_shared, set)) = shared_replica_set("standby_reads").await else {
         return;
     };
+    // The default 2 s wait, then a silent fallback to the primary, would
+    // let a slow replay (a loaded machine) fail the standby check below:
+    // wait as the other tests do, and fail loudly if the standby lags.
+    let set = set.with_wait(Duration::from_secs(10)).on_lag(OnLag::Error);
     let writer = FullTree::new(set.primary().clone());
     let keys: Vec<Key> = (0..300).map(|i| hkey("reads", i)).collect();
     let root = writer
@@ -296,8 +300,19 @@ async fn without_a_token_a_read_sees_one_whole_root() {
     let keys: Vec<Key> = (0..BATCHES)
         .flat_map(|b| (0..PER_BATCH).map(move |j| key(b, j)))
         .collect();
-    // The root after each batch, in order (index 0: the empty tree).
-    let roots = Arc::new(Mutex::new(vec![ComputedNode::empty_root()]));
+    // The root after each batch, in order (index 0: the empty tree),
+    // computed beforehand in memory: the standby can replay a batch before
+    // the writer has its root back, so roots the writer recorded as it
+    // went could lag the reads.
+    let roots = {
+        let model = FullTree::new(MemoryStore::new());
+        let mut roots = vec![ComputedNode::empty_root()];
+        for b in 0..BATCHES {
+            let batch = (0..PER_BATCH).map(|j| (key(b, j), leaf(b)));
+            roots.push(model.insert_many(batch).await.expect("memory"));
+        }
+        Arc::new(roots)
+    };
     let writer = {
         let (store, roots) = (set.primary().clone(), roots.clone());
         tokio::spawn(async move {
@@ -307,7 +322,7 @@ async fn without_a_token_a_read_sees_one_whole_root() {
                     .insert_many((0..PER_BATCH).map(|j| (key(b, j), leaf(b))))
                     .await
                     .expect("write");
-                roots.lock().expect("roots").push(root);
+                assert_eq!(root, roots[b as usize + 1], "the root of batch {b}");
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -326,7 +341,7 @@ async fn without_a_token_a_read_sees_one_whole_root() {
         );
         let batches = n / PER_BATCH as usize;
         assert_eq!(
-            roots.lock().expect("roots").get(batches).copied(),
+            roots.get(batches).copied(),
             Some(snapshot.root()),
             "the root of {batches} batches"
         );

@@ -17,7 +17,7 @@ use ms_smt::Node;
 use ms_smt::store::UpdateBatch;
 use ms_smt::test_utils::{branch_hash, sha256};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Position, Tree};
-use support::hkey;
+use support::{hkey, unique};
 use support::suite::*;
 
 // ---------------------------------------------------------------------------
@@ -205,7 +205,10 @@ async fn refused<S: TestStore>(store: &S, what: &str, batch: UpdateBatch, culpri
 }
 
 async fn bad_batches<S: TestStore>(base: S) {
-    let store = base.handle("bad-batches");
+    // A namespace of its own: on Postgres, `*_postgres` and
+    // `*_postgres_cold` run at once on one database, and every run of the
+    // suite on the same database would meet the last one's tree.
+    let store = base.handle(&unique("bad-batches"));
     let tree: Tree<S, Compacted> = Tree::new(store.clone());
     let root = tree
         .insert_many(vec![

@@ -127,8 +127,9 @@ pub fn fail(e: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(e.to_string())
 }
 
-/// Runs `test` over `strategy` with `config`, panics naming `what` and the
-/// store `kind` at a failure, and prints how long the cases took.
+/// Runs `test` over `strategy` with `config`, panics naming `what`, the
+/// store `kind` and the seed ([`proptest_config`]) at a failure, and
+/// prints how long the cases took.
 pub fn run_cases<T: proptest::strategy::Strategy>(
     what: &str,
     kind: &str,
@@ -138,9 +139,10 @@ pub fn run_cases<T: proptest::strategy::Strategy>(
 ) {
     let started = std::time::Instant::now();
     let cases = config.cases;
+    let seed = config.rng_seed;
     let result = proptest::test_runner::TestRunner::new(config).run(strategy, test);
     if let Err(e) = result {
-        panic!("{what} on {kind}: {e}");
+        panic!("{what} on {kind}: {e}\nseed = {seed} (re-run with MSSMT_TEST_SEED={seed})");
     }
     eprintln!(
         "{what}::{kind} ({cases} cases) took {:?}",
@@ -148,13 +150,32 @@ pub fn run_cases<T: proptest::strategy::Strategy>(
     );
 }
 
+/// The seed of a test's random choices: `MSSMT_TEST_SEED` when set (to
+/// re-run a failure), else a fresh one. It is printed to the test's
+/// output, which the harness shows when the test fails.
+pub fn test_seed() -> u64 {
+    let seed = match std::env::var("MSSMT_TEST_SEED") {
+        Ok(s) if !s.trim().is_empty() => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("MSSMT_TEST_SEED={s} is not a u64")),
+        _ => rand::random(),
+    };
+    eprintln!("seed = {seed} (re-run with MSSMT_TEST_SEED={seed})");
+    seed
+}
+
 /// Proptest settings: `cases` cases, at most `max_shrink_iters` shrinking
-/// steps, and no `proptest-regressions` files written into the repository.
+/// steps, no `proptest-regressions` files written into the repository,
+/// and the generator seeded by [`test_seed`] (proptest's own default is
+/// an unprinted random seed, so a failure could not be replayed).
+/// `PROPTEST_RNG_SEED`, when set, still overrides it in `proptest!` tests.
 pub fn proptest_config(cases: u32, max_shrink_iters: u32) -> proptest::test_runner::Config {
     proptest::test_runner::Config {
         cases,
         failure_persistence: None,
         max_shrink_iters,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(test_seed()),
         ..proptest::test_runner::Config::default()
     }
 }
