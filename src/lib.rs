@@ -132,9 +132,10 @@ pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
 pub use proof::single::{Proof, verify_merkle_proof};
 pub use proof::update::UpdateProof;
 pub use tree::{
-    CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, Forest,
-    ForestReceipt, ForestTicket, ForestWrite, ForestWriter, FullTree, Link, ProvenWrite, Receipt,
-    SubmitError, Ticket, Tree, TreeChange, TreeRoot, View, Writer, WriterConfig, WriterStats,
+    CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,
+    DEFAULT_RECOVERY_WAIT, Forest, ForestReceipt, ForestTicket, ForestWrite, ForestWriter,
+    FullTree, Link, ProvenWrite, Receipt, SubmitError, Ticket, Tree, TreeChange, TreeRoot, View,
+    Writer, WriterConfig, WriterStats,
 };
 pub use universe::{
     Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError, Import, ImportError,

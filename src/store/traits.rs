@@ -144,6 +144,20 @@ pub trait TreeStore: Send + Sync {
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
 
+    /// True when `error` says the store was out of reach for a while (a
+    /// broken connection, a failover) rather than that it refused the
+    /// operation: a writer then waits, bounded, for the store to answer
+    /// again before it settles what a failed commit did
+    /// ([`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait)).
+    /// `false` (the default): every error is final.
+    fn is_transient(error: &Self::Error) -> bool
+    where
+        Self: Sized,
+    {
+        let _ = error;
+        false
+    }
+
     /// The namespace this handle is bound to, for diagnostics (the tree's
     /// `tracing` spans carry it). `None` (the default): the store has no
     /// name to give.

@@ -36,6 +36,7 @@ pub(crate) use handle::Target;
 pub use handle::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree};
 pub use view::View;
 pub use writer::{
-    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, ForestReceipt, ForestTicket, ForestWriter,
-    Receipt, SubmitError, Ticket, TreeRoot, Writer, WriterConfig, WriterStats,
+    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, DEFAULT_RECOVERY_WAIT, ForestReceipt,
+    ForestTicket, ForestWriter, Receipt, SubmitError, Ticket, TreeRoot, Writer, WriterConfig,
+    WriterStats,
 };

@@ -88,5 +88,35 @@ pub enum SqlStoreError {
     },
 }
 
+impl SqlStoreError {
+    /// True when the error says the database was out of reach rather than
+    /// that it refused the operation: the connection broke or could not be
+    /// made or had, the server is shutting down or starting up, or the
+    /// session reached a server that is (now) a standby, as during a
+    /// failover. Retrying the same operation later, against the same URL,
+    /// may succeed; whether a write that failed so was applied must be
+    /// read from the database.
+    pub fn is_transient(&self) -> bool {
+        let SqlStoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                // 08: connection exception; 57P01-57P03: admin or crash
+                // shutdown, cannot connect now; 53300: too many
+                // connections; 25006: read-only transaction (a standby).
+                code.starts_with("08")
+                    || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300" | "25006")
+            }),
+            _ => false,
+        }
+    }
+}
+
 /// The result of every SQL store operation.
 pub(crate) type Res<T> = Result<T, SqlStoreError>;

@@ -235,6 +235,10 @@ impl<C: Dialect> SqlTxStore<'_, C> {
 impl<C: Dialect> TreeStore for SqlStore<C> {
     type Error = SqlStoreError;
 
+    fn is_transient(error: &SqlStoreError) -> bool {
+        error.is_transient()
+    }
+
     async fn load_root(&self) -> Res<ComputedNode> {
         ops::load_root(&mut *self.pool.acquire().await?, &self.space).await
     }
@@ -375,6 +379,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
 
 impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
     type Error = SqlStoreError;
+
+    fn is_transient(error: &SqlStoreError) -> bool {
+        error.is_transient()
+    }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         ops::load_root(&mut **self.conn.lock().await, &self.space).await

@@ -155,16 +155,19 @@ pub(crate) async fn commit<S: ForestStore>(
 /// Where a failed commit of `plan` left the trees: `Some(true)` when every
 /// tree holds its new root (it landed), `Some(false)` when every tree
 /// still holds its old root (nothing applied), `None` when neither (other
-/// writers moved them) or the roots cannot be read.
-pub(crate) async fn landed<S: ForestStore>(store: &S, plan: &GroupPlan<S::Tree>) -> Option<bool> {
+/// writers moved them); the store's error when the roots cannot be read.
+pub(crate) async fn landed<S: ForestStore>(
+    store: &S,
+    plan: &GroupPlan<S::Tree>,
+) -> Result<Option<bool>, S::Error> {
     let trees: Vec<&S::Tree> = plan.trees.iter().map(|t| &t.entry.store).collect();
-    let now = store.load_roots(&trees).await.ok()?;
+    let now = store.load_roots(&trees).await?;
     let pairs = || plan.trees.iter().zip(&now);
-    if pairs().all(|(t, root)| *root == t.update.new_root) {
+    Ok(if pairs().all(|(t, root)| *root == t.update.new_root) {
         Some(true)
     } else if pairs().all(|(t, root)| *root == t.update.old_root) {
         Some(false)
     } else {
         None
-    }
+    })
 }

@@ -19,12 +19,25 @@ pub struct WriterConfig {
     /// [`Writer::submit`](crate::Writer::submit) waits while the queue is
     /// full; [`Writer::try_submit`](crate::Writer::try_submit) refuses.
     pub queue_bound: usize,
+    /// How long a group waits, at most, for a store that went out of reach
+    /// ([`TreeStore::is_transient`](crate::store::TreeStore::is_transient):
+    /// a broken connection, a failover to a new primary) before it answers
+    /// (default 30 s). A group whose commit failed so is settled by
+    /// reading the roots once the store answers: landed, it is
+    /// acknowledged; not applied, it is written again; neither, or no
+    /// answer within the wait, [`SubmitError::Indeterminate`](crate::SubmitError::Indeterminate).
+    /// A group that could not be read or planned meanwhile is written once
+    /// the store answers, or fails with the store's error at the end of the
+    /// wait.
+    pub recovery_wait: Duration,
 }
 
 /// Default [`WriterConfig::max_group_leaves`].
 pub const DEFAULT_MAX_GROUP_LEAVES: usize = 8_192;
 /// Default [`WriterConfig::queue_bound`].
 pub const DEFAULT_QUEUE_BOUND: usize = 16_384;
+/// Default [`WriterConfig::recovery_wait`].
+pub const DEFAULT_RECOVERY_WAIT: Duration = Duration::from_secs(30);
 
 impl Default for WriterConfig {
     fn default() -> Self {
@@ -32,6 +45,7 @@ impl Default for WriterConfig {
             max_group_leaves: DEFAULT_MAX_GROUP_LEAVES,
             max_wait: Duration::ZERO,
             queue_bound: DEFAULT_QUEUE_BOUND,
+            recovery_wait: DEFAULT_RECOVERY_WAIT,
         }
     }
 }
@@ -54,6 +68,9 @@ pub struct WriterStats {
     pub abandoned: u64,
     /// Commits lost to another writer's (retried).
     pub lost_races: u64,
+    /// Times a group waited for a store out of reach
+    /// ([`WriterConfig::recovery_wait`]) and found it again.
+    pub recovered: u64,
     /// Groups committed on a plan made while the previous group's commit
     /// was in flight (pipelined).
     pub planned_ahead: u64,
@@ -87,6 +104,7 @@ pub(super) struct Counters {
     pub(super) failed: AtomicU64,
     pub(super) abandoned: AtomicU64,
     pub(super) lost_races: AtomicU64,
+    pub(super) recovered: AtomicU64,
     pub(super) planned_ahead: AtomicU64,
     pub(super) planning: AtomicU64,
     pub(super) committing: AtomicU64,
@@ -127,6 +145,7 @@ impl Counters {
             failed: get(&self.failed),
             abandoned: get(&self.abandoned),
             lost_races: get(&self.lost_races),
+            recovered: get(&self.recovered),
             planned_ahead: get(&self.planned_ahead),
             planning: Duration::from_micros(get(&self.planning)),
             committing: Duration::from_micros(get(&self.committing)),

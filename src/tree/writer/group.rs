@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::{Instrument, Span};
 
@@ -109,16 +109,28 @@ where
                 self.write_now(group).await;
                 false
             }
-            Ok(Err(e)) => match self.landed(TreeError::Store(e), &planned.plan).await {
-                Ok(()) => {
-                    self.committed(group, &planned.plan);
-                    true
+            Ok(Err(e)) => {
+                let transient = F::Tree::is_transient(&e);
+                match self
+                    .landed(TreeError::Store(e), &planned.plan, transient)
+                    .await
+                {
+                    Ok(()) => {
+                        self.committed(group, &planned.plan);
+                        true
+                    }
+                    // Not applied while the store was out of reach: written
+                    // again now that it answers.
+                    Err(Failure::NotApplied(_)) if transient => {
+                        self.write_now(group).await;
+                        false
+                    }
+                    Err(failure) => {
+                        self.fail(group, &failure);
+                        false
+                    }
                 }
-                Err(failure) => {
-                    self.fail(group, &failure);
-                    false
-                }
-            },
+            }
             Err(_) => {
                 // The store panicked: the group's submitters get `Stopped`.
                 Span::current().record("outcome", "stopped");
@@ -127,33 +139,62 @@ where
                     planned.plan.trees.len(),
                 );
                 drop(group);
-                forest::landed(&self.forest.store, &planned.plan).await == Some(true)
+                matches!(
+                    forest::landed(&self.forest.store, &planned.plan).await,
+                    Ok(Some(true))
+                )
             }
         }
     }
 
+    /// True when `error` is the store out of reach for a while.
+    pub(super) fn transient(error: &TreeError<F::Error>) -> bool {
+        matches!(error, TreeError::Store(e) if F::Tree::is_transient(e))
+    }
+
     /// After a commit error: `Ok` when the roots show the commit landed.
+    /// With `transient`, roots that cannot be read are read again, with
+    /// pauses, until the store answers or [`WriterConfig::recovery_wait`]
+    /// (crate::WriterConfig::recovery_wait) has passed.
     async fn landed(
         &self,
         error: TreeError<F::Error>,
         plan: &GroupPlan<F::Tree>,
+        transient: bool,
     ) -> Result<(), Failure<F::Error>> {
         let error = Arc::new(error);
-        match forest::landed(&self.forest.store, plan).await {
-            Some(true) => Ok(()),
-            Some(false) => Err(Failure::NotApplied(error)),
-            None => Err(Failure::Unknown(error)),
+        let deadline = Instant::now() + self.config.recovery_wait;
+        let mut pause = 0u32;
+        loop {
+            let found = forest::landed(&self.forest.store, plan).await;
+            if pause > 0 && found.is_ok() {
+                Counters::add(&self.counters.recovered, 1);
+            }
+            match found {
+                Ok(Some(true)) => return Ok(()),
+                Ok(Some(false)) => return Err(Failure::NotApplied(error)),
+                Ok(None) => return Err(Failure::Unknown(error)),
+                Err(e) if transient && F::Tree::is_transient(&e) && Instant::now() < deadline => {
+                    recovery_pause(&mut pause, deadline).await;
+                }
+                Err(_) => return Err(Failure::Unknown(error)),
+            }
         }
     }
 
     /// Writes `group` on the committed trees now, retrying lost races
-    /// (after a few, a group of one tree under its namespace's write lock),
-    /// and answers it.
+    /// (after a few, a group of one tree under its namespace's write lock)
+    /// and, for up to [`WriterConfig::recovery_wait`]
+    /// (crate::WriterConfig::recovery_wait), a store out of reach; and
+    /// answers it.
     pub(super) async fn write_now(&self, group: Vec<Pending<F::Tree, F::Error>>) {
         let max_attempts = self.forest.max_attempts;
         let prove = group.iter().any(|p| p.prove.is_some());
+        let deadline = Instant::now() + self.config.recovery_wait;
+        let mut pause = 0u32;
         let mut group = group;
-        for attempt in 0..max_attempts {
+        let mut attempt = 0;
+        while attempt < max_attempts {
             Span::current().record("attempts", attempt.saturating_add(1));
             if attempt >= EXCLUSIVE_AFTER && !prove {
                 match self.write_locked(group).await {
@@ -166,6 +207,14 @@ where
                 Planning::Retry => {
                     Counters::add(&self.counters.lost_races, 1);
                     backoff(attempt).await;
+                    attempt += 1;
+                    continue;
+                }
+                Planning::Failed(Failure::NotApplied(e))
+                    if Self::transient(&e) && Instant::now() < deadline =>
+                {
+                    // Out of reach: wait for the store, not an attempt.
+                    recovery_pause(&mut pause, deadline).await;
                     continue;
                 }
                 Planning::Failed(failure) => return self.fail(group, &failure),
@@ -175,12 +224,20 @@ where
                 Ok(ForestCommit::RootMoved { .. }) => {
                     Counters::add(&self.counters.lost_races, 1);
                     backoff(attempt).await;
+                    attempt += 1;
                 }
                 Err(e) => {
-                    return match self.landed(TreeError::Store(e), &planned.plan).await {
-                        Ok(()) => self.committed(group, &planned.plan),
-                        Err(failure) => self.fail(group, &failure),
-                    };
+                    let transient = F::Tree::is_transient(&e);
+                    match self
+                        .landed(TreeError::Store(e), &planned.plan, transient)
+                        .await
+                    {
+                        Ok(()) => return self.committed(group, &planned.plan),
+                        Err(Failure::NotApplied(_)) if transient && Instant::now() < deadline => {
+                            recovery_pause(&mut pause, deadline).await;
+                        }
+                        Err(failure) => return self.fail(group, &failure),
+                    }
                 }
             }
         }
@@ -256,4 +313,13 @@ where
             }
         }
     }
+}
+
+/// Waits before asking a store out of reach again: 50 ms, doubling up to
+/// 1 s, never past `deadline`; `pause` counts the waits.
+async fn recovery_pause(pause: &mut u32, deadline: Instant) {
+    let wait = Duration::from_millis(50u64 << (*pause).min(4)).min(Duration::from_secs(1));
+    *pause = pause.saturating_add(1);
+    let left = deadline.saturating_duration_since(Instant::now());
+    tokio::time::sleep(wait.min(left)).await;
 }

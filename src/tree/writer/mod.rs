@@ -25,7 +25,9 @@ mod group;
 mod handle;
 mod task;
 
-pub use config::{DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, WriterConfig, WriterStats};
+pub use config::{
+    DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, DEFAULT_RECOVERY_WAIT, WriterConfig, WriterStats,
+};
 pub use handle::{
     ForestReceipt, ForestTicket, ForestWriter, Receipt, SubmitError, Ticket, TreeRoot, Writer,
 };

@@ -153,6 +153,13 @@ where
                         self.write_now(group).instrument(span).await;
                         continue;
                     }
+                    // The store out of reach: written once it answers.
+                    Planning::Failed(super::answer::Failure::NotApplied(e))
+                        if Self::transient(&e) =>
+                    {
+                        self.write_now(group).instrument(span).await;
+                        continue;
+                    }
                     Planning::Failed(failure) => {
                         span.in_scope(|| self.fail(group, &failure));
                         continue;
