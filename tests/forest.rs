@@ -17,6 +17,13 @@
 //!   proofs verify, every tree audits clean and the links too.
 //! * `two_writers_race`: two store writers on separate pools over the
 //!   same trees and parent, then a close that drains what is queued.
+//! * `wide_commits`: commits over 300 trees (more than Postgres locks one
+//!   by one) race single-tree writes to the same trees from a second
+//!   pool: nothing lost, the links in step.
+//! * `more_trees_than_locks`: one commit over 50,000 trees and their
+//!   parent (Postgres's lock table holds 64 locks per connection by
+//!   default, 12,800 with the test server's 200 connections, plus what
+//!   spare shared memory allows: 16,000 fit, 50,000 did not).
 //! * `writer_failed_commit`: a group whose commit fails is answered
 //!   `Failed`, nothing applied; the writer goes on.
 //! * `audit_finds_writes_around_links`: a child written around the forest
@@ -490,6 +497,99 @@ where
     assert_eq!(audit.children, 6);
 }
 
+/// Wide commits (300 trees and their parent: Postgres takes its store lock
+/// exclusive instead of 301 namespace locks) race narrow ones (one tree,
+/// its parent: the namespace locks) on the same trees, from a second pool.
+async fn wide_commits<S>(store: S)
+where
+    S: ForestStore + Clone + TestStore + 'static,
+    S::Tree: Clone + 'static,
+{
+    const TREES: u64 = 300;
+    let p = unique("wide");
+    let peer = store.peer().await;
+    let (wide, narrow) = (forest_of(store, &p), forest_of(peer, &p));
+    let name = {
+        let p = p.clone();
+        move |t: u64| format!("{p}/t{t}")
+    };
+    let wide_task = {
+        let (wide, name) = (wide.clone(), name.clone());
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for round in 0..4u64 {
+                let writes: Vec<_> = (0..TREES)
+                    .map(|t| {
+                        (
+                            name(t),
+                            hkey("wide", round * TREES + t),
+                            Leaf::new(vec![1], 1),
+                        )
+                    })
+                    .collect();
+                wide.insert_many(writes.clone()).await.expect("wide commit");
+                acked.extend(writes);
+            }
+            acked
+        })
+    };
+    let mut acked = Vec::new();
+    for n in 0..60u64 {
+        let write = (
+            name(n * 7 % TREES),
+            hkey("narrow", n),
+            Leaf::new(vec![2], 2),
+        );
+        narrow
+            .insert_many([write.clone()])
+            .await
+            .expect("narrow commit");
+        acked.push(write);
+    }
+    acked.extend(wide_task.await.expect("wide task"));
+    for (tree, key, leaf) in &acked {
+        let got = wide.tree(tree).expect("tree").get(key).await.expect("get");
+        assert_eq!(got, *leaf, "{tree}: acknowledged leaf lost");
+    }
+    let audit = wide.audit_links().await.expect("audit");
+    assert!(audit.is_clean(), "{:?}", audit.problems);
+    assert_eq!(audit.children, TREES);
+}
+
+/// One commit over 50,000 trees and their parent: more namespaces than
+/// Postgres's default lock table could lock one by one.
+async fn more_trees_than_locks<S>(store: S)
+where
+    S: ForestStore + Clone + 'static,
+    S::Tree: Clone + 'static,
+{
+    const TREES: u64 = 50_000;
+    let p = unique("tenk");
+    let forest = forest_of(store, &p);
+    let writes: Vec<_> = (0..TREES)
+        .map(|t| {
+            (
+                format!("{p}/t{t}"),
+                hkey("tenk", t),
+                Leaf::new(vec![3], t + 1),
+            )
+        })
+        .collect();
+    forest
+        .insert_many(writes.clone())
+        .await
+        .expect("one commit");
+    let names: Vec<&str> = writes.iter().map(|(n, _, _)| n.as_str()).collect();
+    let roots = forest.roots(&names).await.expect("roots");
+    for ((name, key, leaf), root) in writes.iter().zip(&roots) {
+        let one = BTreeMap::from([(*key, leaf.clone())]);
+        assert_eq!(*root, alone(&one).await, "{name}");
+    }
+    let audit = forest.audit_links().await.expect("audit");
+    assert!(audit.is_clean(), "{:?}", audit.problems);
+    assert_eq!(audit.children, TREES);
+}
+
 /// A group whose commit fails (a failpoint before COMMIT, in the parent's
 /// namespace) is answered `Failed` and nothing of it is applied; the
 /// writer goes on.
@@ -528,6 +628,8 @@ where
 }
 
 support::suite::on_every_store!(two_writers_race => two_writers_race);
+support::suite::on_every_store!(wide_commits => wide_commits);
+support::suite::on_every_store!(more_trees_than_locks => more_trees_than_locks, sql);
 support::suite::on_every_store!(writer_failed_commit => writer_failed_commit, sql);
 support::suite::on_every_store!(parents_follow_children => parents_follow_children);
 support::suite::on_every_store!(stacked_links => stacked_links);

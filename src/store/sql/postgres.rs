@@ -85,6 +85,16 @@ const JIT_GUARD_MIN_STARTS: usize = 32;
 /// Advisory lock key of the migrations (an arbitrary constant: "mssmt").
 const MIGRATION_LOCK: i64 = 0x006d_7373_6d74;
 
+/// Advisory lock key of the store ("mssmt" then "all"): every commit holds
+/// it shared beside its namespaces' own locks; a commit over more than
+/// [`MAX_NAME_LOCKS`] namespaces holds it exclusive instead of theirs.
+const STORE_LOCK: i64 = 0x6d73_736d_7461_6c6c;
+
+/// The most namespaces a commit locks one by one: 64 is what Postgres's
+/// lock table guarantees every transaction by default
+/// (`max_locks_per_transaction`).
+const MAX_NAME_LOCKS: usize = 64;
+
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
     /// migrations, and binds the namespace `"default"`.
@@ -161,27 +171,51 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    /// A per-namespace advisory lock, taken in the order of the lock
-    /// keys, all in one statement.
+    /// Up to [`MAX_NAME_LOCKS`] namespaces: the shared store lock, then a
+    /// per-namespace advisory lock each, in the order of the lock keys, all
+    /// in one statement. More: the store lock alone, exclusive (Postgres
+    /// keeps advisory locks in a shared table sized for about
+    /// `max_locks_per_transaction` per connection, and a commit over
+    /// 10,000 trees would run out of it).
     async fn lock_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
         let Some(first) = spaces.first() else {
             return Ok(());
         };
         first.counters.round_trip(1);
-        if let [space] = spaces {
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('ms_smt:' || $1, 0))")
-                .bind(&*space.name)
+        if spaces.len() > MAX_NAME_LOCKS {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(STORE_LOCK)
                 .execute(&mut *self)
                 .await?;
             return Ok(());
         }
+        // The subquery's rows come in their listed (sorted) order, the
+        // store lock first, and the locks are taken in that order.
+        if let [space] = spaces {
+            sqlx::query(
+                "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
+                             ELSE pg_advisory_xact_lock(k) END \
+                 FROM (VALUES ($2::bigint, true), \
+                              (hashtextextended('ms_smt:' || $1, 0), false)) AS keys (k, shared)",
+            )
+            .bind(&*space.name)
+            .bind(STORE_LOCK)
+            .execute(&mut *self)
+            .await?;
+            return Ok(());
+        }
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         sqlx::query(
-            "SELECT pg_advisory_xact_lock(k) FROM ( \
-                 SELECT DISTINCT hashtextextended('ms_smt:' || n, 0) AS k \
-                 FROM UNNEST($1::text[]) AS n ORDER BY k) AS keys",
+            "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
+                         ELSE pg_advisory_xact_lock(k) END FROM ( \
+                 SELECT $2::bigint AS k, true AS shared, 0 AS o \
+                 UNION ALL \
+                 SELECT DISTINCT hashtextextended('ms_smt:' || n, 0), false, 1 \
+                 FROM UNNEST($1::text[]) AS n \
+                 ORDER BY o, k) AS keys",
         )
         .bind(names)
+        .bind(STORE_LOCK)
         .execute(&mut *self)
         .await?;
         Ok(())
