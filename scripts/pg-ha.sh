@@ -20,9 +20,13 @@
 #   scripts/pg-ha.sh status         `patronictl list`, the processes of every
 #                                   node, and where HAProxy routes
 #   scripts/pg-ha.sh leader         prints "NAME PID": the node holding the
-#                                   leader key and its postmaster's pid
-#   scripts/pg-ha.sh kill-leader    SIGKILL the leader's postmaster (Patroni
-#                                   stays up and sees PostgreSQL crash)
+#                                   leader key and its postmaster's pid ("-"
+#                                   if it has none running)
+#   scripts/pg-ha.sh kill-leader    SIGKILL the leader's postmaster: Patroni
+#                                   stays up, sees PostgreSQL crashed and
+#                                   (primary_start_timeout 0) fails over to
+#                                   a replica (in sync mode the sync standby)
+#                                   rather than restart it
 #   scripts/pg-ha.sh stop-leader    stop the leader's node the way an operator
 #                                   does (`systemctl stop patroni`): SIGTERM to
 #                                   its Patroni, which shuts PostgreSQL down
@@ -37,10 +41,14 @@
 #   scripts/pg-ha.sh freeze-leader  cut the leader off: SIGSTOP its Patroni,
 #                                   its postmaster and every child of the
 #                                   postmaster (the backends and walsenders
-#                                   too, so that a client still connected to
-#                                   it gets no answer, as after a network
-#                                   partition); the leader key expires after
-#                                   the TTL
+#                                   too: stopping the postmaster alone leaves
+#                                   them serving a client connected directly
+#                                   and streaming to the replicas; frozen,
+#                                   the node answers nothing, as after a
+#                                   network partition); the leader key
+#                                   expires after the TTL.  After `thaw` its
+#                                   Patroni finds the key gone or taken and
+#                                   demotes it
 #   scripts/pg-ha.sh thaw           SIGCONT every process a freeze stopped
 #   scripts/pg-ha.sh wait-leader OLD
 #                                   wait until a node other than OLD holds the
@@ -110,12 +118,16 @@
 # Patroni is about to demote.
 #
 # Failover times measured here (fault to writes routed to the new leader by
-# HAProxy, sync mode, ~30 small write transactions/s): kill-leader 3.6-4 s
-# (Patroni notices within loop_wait, demotes and releases the key; a replica
-# promotes in ~0.1 s; HAProxy needs rise 2 x inter 1 s), stop-leader
-# 3.4-3.8 s, poweroff-leader 9.6-11 s (ttl), freeze-leader 11.6-14 s (ttl,
-# plus the 2 s the replicas wait on the frozen node's REST API).  rejoin
-# 3-10 s; after freeze and poweroff the old primary is rewound with pg_rewind.
+# HAProxy; sync mode, ~30 one-row write transactions/s through HAProxy, no
+# acknowledged write lost in any of them): kill-leader 3.5-3.9 s (Patroni
+# notices within loop_wait, demotes and releases the key, a replica promotes
+# within ~0.1 s, and HAProxy needs rise 2 x inter 1 s), stop-leader
+# 3.4-3.8 s, poweroff-leader 9.6-11 s (the ttl), freeze-leader 11.6-14 s
+# (the ttl, plus the 2 s connect timeout the replicas spend on the frozen
+# node's REST API).  rejoin takes 3-10 s.  The old primary needed pg_rewind
+# after every freeze and poweroff, never after kill (its walsenders outlive
+# the postmaster long enough to ship all its WAL) or stop (shutdown
+# checkpoint).
 #
 # As root, missing packages are installed with apt (patroni, python3-etcd,
 # etcd-server, etcd-client, haproxy; without starting their system
@@ -163,6 +175,8 @@ shift
 [[ "$TIMEOUT" =~ ^[0-9]+$ && "$TIMEOUT" -gt 0 ]] || die "MSSMT_HA_TIMEOUT must be a positive integer (seconds)"
 [[ "$MAX_LAG" =~ ^[0-9]+$ ]] || die "MSSMT_HA_MAX_LAG must be a number of bytes"
 [[ "$DIR" == /* && "$DIR" != / ]] || die "MSSMT_HA_DIR must be an absolute path other than /"
+# (It goes unquoted into Patroni's YAML and HAProxy's configuration.)
+[[ "$DIR" =~ ^[A-Za-z0-9._/+-]+$ ]] || die "MSSMT_HA_DIR may only contain letters, digits and . _ / + -"
 
 IS_ROOT=0
 [[ "$(id -u)" -eq 0 ]] && IS_ROOT=1
@@ -1213,11 +1227,12 @@ cmd_up() {
         sup_cmd=(setpriv --reuid="$PG_SYSTEM_USER" --regid="$PG_SYSTEM_USER" --init-groups -- "${sup_cmd[@]}")
     fi
     (cd / && exec setsid "${sup_cmd[@]}") </dev/null >>"$DIR/supervisor.log" 2>&1 &
-    for (( i = 0; i < 100; i++ )); do
-        [[ -S "$DIR/supervisor.sock" ]] && sup="$(hapy ping "$DIR" 2>/dev/null)" && break
+    local deadline=$(( SECONDS + 10 ))
+    sup=""
+    until [[ -S "$DIR/supervisor.sock" ]] && sup="$(hapy ping "$DIR" 2>/dev/null)"; do
+        (( SECONDS < deadline )) || die "the supervisor did not start within 10 s (see $DIR/supervisor.log)"
         sleep 0.1
     done
-    [[ -n "${sup:-}" ]] || die "the supervisor did not start (see $DIR/supervisor.log)"
     printf '%s\n' "$sup" >"$DIR/supervisor.pid"
 
     set_spawn_env
@@ -1231,12 +1246,12 @@ cmd_up() {
         --initial-cluster "mssmt-ha=http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-cluster-state new --initial-cluster-token "mssmt-ha-$$-$RANDOM" \
         --logger zap --log-outputs stderr)"
-    for (( i = 0; i < 300; i++ )); do
-        hapy etcd-healthy && break
+    local deadline=$(( SECONDS + 30 ))
+    until hapy etcd-healthy; do
         pid_alive "$pid" || die "etcd exited (see $DIR/etcd/etcd.log)"
+        (( SECONDS < deadline )) || die "etcd not healthy after 30 s (see $DIR/etcd/etcd.log)"
         sleep 0.1
     done
-    hapy etcd-healthy || die "etcd not healthy after 30 s (see $DIR/etcd/etcd.log)"
     log "$(stamp "$(now)") etcd up (pid $pid, client 127.0.0.1:$ETCD_PORT)"
 
     for n in "${NODES[@]}"; do start_patroni "$n"; done
