@@ -4,7 +4,7 @@
 //! round after round.
 //!
 //! ```text
-//! eval "$(scripts/pg-ha.sh up)"          # or `up --async`
+//! set -a; eval "$(scripts/pg-ha.sh up)"; set +a     # or `up --async`
 //! cargo run --release --all-features --example failover -- \
 //!     --rounds 50 --kinds kill,stop,freeze,poweroff
 //! cargo run --release --all-features --example failover -- --throughput-only 30
@@ -96,7 +96,7 @@ enum Error {
     Usage(&'static str),
     #[error("{flag}: not a valid value")]
     BadValue { flag: &'static str },
-    #[error("environment variable {0} is not set (eval \"$(scripts/pg-ha.sh up)\")")]
+    #[error("environment variable {0} is not set (set -a; eval \"$(scripts/pg-ha.sh up)\")")]
     Env(&'static str),
     #[error("unknown failover kind (kill, stop, freeze, poweroff)")]
     Kind,
