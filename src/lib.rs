@@ -130,6 +130,7 @@ pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
 pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
 pub use proof::single::{Proof, verify_merkle_proof};
+pub use proof::sum::SumProof;
 pub use proof::update::UpdateProof;
 pub use tree::{
     CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,

@@ -428,8 +428,7 @@ async fn cancel_sqlite_host_savepoint_begin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_postgres_host_transaction() {
-    let Some((store, admin, app)) = pg_with_admin("cancel_postgres_host_transaction").await
-    else {
+    let Some((store, admin, app)) = pg_with_admin("cancel_postgres_host_transaction").await else {
         return;
     };
     let ns = unique("cancel_host");

@@ -17,8 +17,8 @@ use ms_smt::Node;
 use ms_smt::store::UpdateBatch;
 use ms_smt::test_utils::{branch_hash, sha256};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Position, Tree};
-use support::{hkey, unique};
 use support::suite::*;
+use support::{hkey, unique};
 
 // ---------------------------------------------------------------------------
 // 3. Overflow atomicity, replacement parity, sums >= 2^63
