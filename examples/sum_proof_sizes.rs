@@ -66,7 +66,7 @@ fn main() {
     let root: ComputedNode = rt
         .block_on(tree.insert_many(leaves.iter().cloned()))
         .expect("insert");
-    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    leaves.sort_by_key(|a| a.0);
     println!(
         "compacted tree of {LEAVES} random leaves built in {:.1} s\n",
         start.elapsed().as_secs_f64()

@@ -23,7 +23,8 @@
 //!   ([`Tree::pin`], [`Tree::at_pin`]), copy and filtered copy
 //!   ([`View::copy_to`], [`View::copy_filter_to`]), verifiable export and
 //!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
-//!   ([`View::subtree`]).
+//!   ([`View::subtree`]) and proofs of them for a holder of the root alone
+//!   ([`SumProof`]: a prefix, or a key range).
 //! * Federation over HTTP (feature `http`): `federation::router` serves a
 //!   SQL database's namespaces as JSON, and `federation::HttpPeer` syncs a
 //!   local tree from one, fetching only the subtrees that differ.

@@ -33,6 +33,15 @@
 //! Everywhere else a slot's sibling is a split node, whose sum the verifier
 //! computed, so the slot's sum is fixed by its parent's hash.
 //!
+//! # Size
+//!
+//! A prefix at level `L` has `L` outside slots and its own (two when
+//! opened), so its proof is `2 + ceil((L + 1) / 8)` bytes plus 40 per
+//! non-empty slot: no more than one compressed leaf proof of a key under
+//! it plus 40 bytes, except at levels 255 and 256 (one byte more: a 33rd
+//! bitmap byte) and for a level-256 prefix beside a non-empty neighbour,
+//! which carries its leaf. A range has at most 2 × 256 + 3 slots.
+//!
 //! # Wire format
 //!
 //! ```text
