@@ -453,7 +453,7 @@ async fn sums_case<S: TestStore>(base: &S, case: Case) -> Result<(), TestCaseErr
 }
 
 /// Cases per store: the full layout walks 256 levels per boundary key.
-const SUM_CASES: u32 = 24;
+const SUM_CASES: u32 = if cfg!(debug_assertions) { 24 } else { 128 };
 
 async fn sums_on<S: TestStore>(base: S) {
     let rt = tokio::runtime::Handle::current();

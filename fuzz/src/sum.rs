@@ -13,7 +13,9 @@ use std::ops::Bound;
 use std::sync::OnceLock;
 
 use ms_smt::test_utils::sha256;
-use ms_smt::{ComputedNode, Key, LayoutKind, Leaf, NodeCache, Position, SumProof, plan_insert_many};
+use ms_smt::{
+    ComputedNode, Key, LayoutKind, Leaf, NodeCache, Position, SumProof, plan_insert_many,
+};
 
 /// A range (or a prefix's range), the root, its true total and its proof.
 pub struct SumCase {
@@ -50,7 +52,7 @@ fn leaves(n: usize, t: usize) -> Vec<(Key, Leaf)> {
         out.push((k, Leaf::new(vec![i as u8; i % 4], sum)));
     }
     out.retain(|(_, l)| !l.is_empty());
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out.dedup_by(|a, b| a.0 == b.0);
     out
 }
@@ -95,7 +97,10 @@ pub fn sum_cases() -> &'static [SumCase] {
             ];
             for level in [0, 1, 5, 17, 100, 255, 256] {
                 let pos = Position::new(level, &at(level));
-                ranges.push((Bound::Included(*pos.path()), Bound::Included(pos.last_key())));
+                ranges.push((
+                    Bound::Included(*pos.path()),
+                    Bound::Included(pos.last_key()),
+                ));
             }
             for range in ranges {
                 let total = leaves
