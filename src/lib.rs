@@ -23,7 +23,8 @@
 //!   ([`Tree::pin`], [`Tree::at_pin`]), copy and filtered copy
 //!   ([`View::copy_to`], [`View::copy_filter_to`]), verifiable export and
 //!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
-//!   ([`View::subtree`]).
+//!   ([`View::subtree`]) and proofs of them for a holder of the root alone
+//!   ([`SumProof`]: a prefix, or a key range).
 //! * Federation over HTTP (feature `http`): `federation::router` serves a
 //!   SQL database's namespaces as JSON, and `federation::HttpPeer` syncs a
 //!   local tree from one, fetching only the subtrees that differ.
@@ -130,6 +131,7 @@ pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
 pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
 pub use proof::single::{Proof, verify_merkle_proof};
+pub use proof::sum::SumProof;
 pub use proof::update::UpdateProof;
 pub use tree::{
     CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,

@@ -3,6 +3,7 @@
 //! the parsers that turn fuzzer bytes into structured inputs.
 
 pub mod props;
+pub mod sum;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

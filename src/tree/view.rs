@@ -5,6 +5,8 @@
 //! when writers remove nodes under it); [`Tree::at_pin`] reads a pinned
 //! root, which stays readable while writers move the tree on.
 
+use std::ops::RangeBounds;
+
 use tracing::field::Empty;
 
 use crate::descent::Subtree;
@@ -17,6 +19,7 @@ use crate::pin::Pin;
 use crate::position::Position;
 use crate::proof::multi::MultiProof;
 use crate::proof::single::Proof;
+use crate::proof::sum::SumProof;
 use crate::store::{PinStore, ReadAt, TreeStore};
 use crate::tree::handle::Res;
 use crate::tree::traced::Traced;
@@ -52,6 +55,24 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     /// The current tree's subtree under `prefix` (see [`View::subtree`]).
     pub async fn subtree(&self, prefix: Position) -> Res<Subtree, S> {
         self.view().subtree(prefix).await
+    }
+
+    /// A sum proof of the leaves under `prefix` in the current tree (see
+    /// [`View::prefix_sum_proof`]).
+    pub async fn prefix_sum_proof(
+        &self,
+        prefix: Position,
+    ) -> Res<(ComputedNode, u64, SumProof), S> {
+        self.view().prefix_sum_proof(prefix).await
+    }
+
+    /// A sum proof of the leaves with keys in `range` in the current tree
+    /// (see [`View::range_sum_proof`]).
+    pub async fn range_sum_proof(
+        &self,
+        range: impl RangeBounds<Key>,
+    ) -> Res<(ComputedNode, u64, SumProof), S> {
+        self.view().range_sum_proof(range).await
     }
 }
 
@@ -228,6 +249,39 @@ impl<'t, S: TreeStore, L: Layout> View<'t, S, L> {
                     .iter()
                     .map(|p| walk::subtree_at(cache, root, p))
                     .collect::<Result<Vec<_>, PlanError>>()
+            })
+            .await
+    }
+
+    /// The root, the total of the leaves under `prefix`, and the
+    /// [`SumProof`] of that total ([`SumProof::verify_prefix`]), from one
+    /// read of the prefix's first and last keys' paths: one round trip.
+    pub async fn prefix_sum_proof(
+        &self,
+        prefix: Position,
+    ) -> Res<(ComputedNode, u64, SumProof), S> {
+        self.range_sum_proof(*prefix.path()..=prefix.last_key())
+            .await
+    }
+
+    /// The root, the total of the leaves with keys in `range` (tree order,
+    /// as [`Key`]'s `Ord`; `a..b` is `[a, b)`), and the [`SumProof`] of
+    /// that total ([`SumProof::verify_range`]), from one read of the
+    /// range's first and last keys' paths: one round trip.
+    pub async fn range_sum_proof(
+        &self,
+        range: impl RangeBounds<Key>,
+    ) -> Res<(ComputedNode, u64, SumProof), S> {
+        let probes = SumProof::boundary_keys(&range);
+        let probes = probes.as_ref().map_or(&[][..], |p| &p[..]);
+        self.tree
+            .read_all(self.target, probes, false, |cache, root| {
+                let (proof, total) = SumProof::range_from_source(
+                    cache,
+                    root,
+                    (range.start_bound().cloned(), range.end_bound().cloned()),
+                )?;
+                Ok((*root, total, proof))
             })
             .await
     }
