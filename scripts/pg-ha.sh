@@ -1090,6 +1090,15 @@ watchdog:
 EOF
 }
 
+# haproxy_servers: one `server` line per node: its PostgreSQL port, checked
+# on its Patroni REST port.
+haproxy_servers() {
+    local n
+    for n in "${NODES[@]}"; do
+        printf '    server %s 127.0.0.1:%s check port %s\n' "$n" "${PG_PORT[$n]}" "${REST_PORT[$n]}"
+    done
+}
+
 write_haproxy_config() {
     local n
     {
@@ -1121,9 +1130,7 @@ listen mssmt_rw
     http-check expect status 200
     default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
 EOF
-        for n in "${NODES[@]}"; do
-            printf '    server %s 127.0.0.1:%s check port %s\n' "$n" "${PG_PORT[$n]}" "${REST_PORT[$n]}"
-        done
+        haproxy_servers
         cat <<EOF
 
 # Read-only: the running replicas, round robin.
@@ -1134,9 +1141,7 @@ listen mssmt_ro
     http-check expect status 200
     default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
 EOF
-        for n in "${NODES[@]}"; do
-            printf '    server %s 127.0.0.1:%s check port %s\n' "$n" "${PG_PORT[$n]}" "${REST_PORT[$n]}"
-        done
+        haproxy_servers
     } >"$DIR/haproxy.cfg"
 }
 
