@@ -428,6 +428,37 @@ where
 /// them, as two processes would have), racing over the same trees and
 /// their parent, then a close that drains what is queued: every
 /// acknowledged leaf is there, the parent matches every child.
+/// Every acknowledged `(tree, key, leaf)` reads back (one read per tree),
+/// and the links audit clean over `children` children.
+async fn assert_acked_and_linked<S>(
+    forest: &Forest<S, Compacted>,
+    acked: &[(String, Key, Leaf)],
+    children: u64,
+) where
+    S: ForestStore,
+    S::Tree: Clone,
+{
+    let mut by_tree: BTreeMap<&str, Vec<(Key, &Leaf)>> = BTreeMap::new();
+    for (name, key, leaf) in acked {
+        by_tree.entry(name).or_default().push((*key, leaf));
+    }
+    for (name, writes) in by_tree {
+        let keys: Vec<Key> = writes.iter().map(|(k, _)| *k).collect();
+        let got = forest
+            .tree(name)
+            .expect("tree")
+            .get_many(&keys)
+            .await
+            .expect("get");
+        for ((_, leaf), got) in writes.iter().zip(&got) {
+            assert_eq!(got, *leaf, "{name}: acknowledged leaf lost");
+        }
+    }
+    let audit = forest.audit_links().await.expect("audit");
+    assert!(audit.is_clean(), "{:?}", audit.problems);
+    assert_eq!(audit.children, children);
+}
+
 async fn two_writers_race<S>(store: S)
 where
     S: ForestStore + Clone + TestStore + 'static,
@@ -483,18 +514,7 @@ where
         ticket.await.expect("drained by close");
         acked.push(write);
     }
-    for (name, key, leaf) in &acked {
-        let got = forest
-            .tree(name)
-            .expect("tree")
-            .get(key)
-            .await
-            .expect("get");
-        assert_eq!(got, *leaf, "{name}: acknowledged leaf lost");
-    }
-    let audit = forest.audit_links().await.expect("audit");
-    assert!(audit.is_clean(), "{:?}", audit.problems);
-    assert_eq!(audit.children, 6);
+    assert_acked_and_linked(&forest, &acked, 6).await;
 }
 
 /// Wide commits (300 trees and their parent: Postgres takes its store lock
@@ -547,13 +567,7 @@ where
         acked.push(write);
     }
     acked.extend(wide_task.await.expect("wide task"));
-    for (tree, key, leaf) in &acked {
-        let got = wide.tree(tree).expect("tree").get(key).await.expect("get");
-        assert_eq!(got, *leaf, "{tree}: acknowledged leaf lost");
-    }
-    let audit = wide.audit_links().await.expect("audit");
-    assert!(audit.is_clean(), "{:?}", audit.problems);
-    assert_eq!(audit.children, TREES);
+    assert_acked_and_linked(&wide, &acked, TREES).await;
 }
 
 /// One commit over 50,000 trees and their parent: more namespaces than
@@ -564,13 +578,13 @@ where
     S::Tree: Clone + 'static,
 {
     const TREES: u64 = 50_000;
-    let p = unique("tenk");
+    let p = unique("locks");
     let forest = forest_of(store, &p);
     let writes: Vec<_> = (0..TREES)
         .map(|t| {
             (
                 format!("{p}/t{t}"),
-                hkey("tenk", t),
+                hkey("locks", t),
                 Leaf::new(vec![3], t + 1),
             )
         })
