@@ -183,27 +183,10 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         if spaces.len() > MAX_NAME_LOCKS {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(STORE_LOCK)
-                .execute(&mut *self)
-                .await?;
-            return Ok(());
+            return xact_lock(self, STORE_LOCK).await;
         }
-        // The subquery's rows come in their listed (sorted) order, the
-        // store lock first, and the locks are taken in that order.
-        if let [space] = spaces {
-            sqlx::query(
-                "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
-                             ELSE pg_advisory_xact_lock(k) END \
-                 FROM (VALUES ($2::bigint, true), \
-                              (hashtextextended('ms_smt:' || $1, 0), false)) AS keys (k, shared)",
-            )
-            .bind(&*space.name)
-            .bind(STORE_LOCK)
-            .execute(&mut *self)
-            .await?;
-            return Ok(());
-        }
+        // The subquery's rows come in their sorted order, the store lock
+        // first, and the locks are taken in that order.
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         sqlx::query(
             "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
@@ -222,11 +205,7 @@ impl Dialect for PgConnection {
     }
 
     async fn lock_migrations(&mut self) -> Res<()> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *self)
-            .await?;
-        Ok(())
+        xact_lock(self, MIGRATION_LOCK).await
     }
 
     async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
@@ -675,4 +654,13 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
         )
     })
     .unzip()
+}
+
+/// The exclusive advisory lock `key`, until the transaction ends.
+async fn xact_lock(conn: &mut PgConnection, key: i64) -> Res<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key)
+        .execute(conn)
+        .await?;
+    Ok(())
 }
