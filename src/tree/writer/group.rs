@@ -109,28 +109,22 @@ where
                 self.write_now(group).await;
                 false
             }
-            Ok(Err(e)) => {
-                let transient = F::Tree::is_transient(&e);
-                match self
-                    .landed(TreeError::Store(e), &planned.plan, transient)
-                    .await
-                {
-                    Ok(()) => {
-                        self.committed(group, &planned.plan);
-                        true
-                    }
-                    // Not applied while the store was out of reach: written
-                    // again now that it answers.
-                    Err(Failure::NotApplied(_)) if transient => {
-                        self.write_now(group).await;
-                        false
-                    }
-                    Err(failure) => {
-                        self.fail(group, &failure);
-                        false
-                    }
+            Ok(Err(e)) => match self.landed(e, &planned.plan).await {
+                Ok(()) => {
+                    self.committed(group, &planned.plan);
+                    true
                 }
-            }
+                // Not applied while the store was out of reach: written
+                // again now that it answers.
+                Err(Failure::NotApplied(e)) if Self::transient(&e) => {
+                    self.write_now(group).await;
+                    false
+                }
+                Err(failure) => {
+                    self.fail(group, &failure);
+                    false
+                }
+            },
             Err(_) => {
                 // The store panicked: the group's submitters get `Stopped`.
                 Span::current().record("outcome", "stopped");
@@ -152,17 +146,18 @@ where
         matches!(error, TreeError::Store(e) if F::Tree::is_transient(e))
     }
 
-    /// After a commit error: `Ok` when the roots show the commit landed.
-    /// With `transient`, roots that cannot be read are read again, with
-    /// pauses, until the store answers or [`WriterConfig::recovery_wait`]
-    /// (crate::WriterConfig::recovery_wait) has passed.
+    /// After the commit error `error`: `Ok` when the roots show the commit
+    /// landed. When `error` is transient, roots that cannot be read are read
+    /// again, with pauses, until the store answers or
+    /// [`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait)
+    /// has passed.
     async fn landed(
         &self,
-        error: TreeError<F::Error>,
+        error: F::Error,
         plan: &GroupPlan<F::Tree>,
-        transient: bool,
     ) -> Result<(), Failure<F::Error>> {
-        let error = Arc::new(error);
+        let transient = F::Tree::is_transient(&error);
+        let error = Arc::new(TreeError::Store(error));
         let deadline = Instant::now() + self.config.recovery_wait;
         let mut pause = 0u32;
         loop {
@@ -226,19 +221,15 @@ where
                     backoff(attempt).await;
                     attempt += 1;
                 }
-                Err(e) => {
-                    let transient = F::Tree::is_transient(&e);
-                    match self
-                        .landed(TreeError::Store(e), &planned.plan, transient)
-                        .await
+                Err(e) => match self.landed(e, &planned.plan).await {
+                    Ok(()) => return self.committed(group, &planned.plan),
+                    Err(Failure::NotApplied(e))
+                        if Self::transient(&e) && Instant::now() < deadline =>
                     {
-                        Ok(()) => return self.committed(group, &planned.plan),
-                        Err(Failure::NotApplied(_)) if transient && Instant::now() < deadline => {
-                            recovery_pause(&mut pause, deadline).await;
-                        }
-                        Err(failure) => return self.fail(group, &failure),
+                        recovery_pause(&mut pause, deadline).await;
                     }
-                }
+                    Err(failure) => return self.fail(group, &failure),
+                },
             }
         }
         let contention = TreeError::Contention {
