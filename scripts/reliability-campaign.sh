@@ -72,13 +72,15 @@ step contention env MSSMT_CONTENTION_BATCHES=60 \
     scripts/with-postgres.sh cargo test --release --all-features --test contention -- --nocapture
 
 step cancellation scripts/with-postgres.sh bash -c \
-    'for i in $(seq 1 50); do cargo test --release --all-features --test cancellation -- --nocapture || exit 1; done'
+    'for i in $(seq 1 50); do cargo test --release --all-features --test suite cancellation:: -- --nocapture || exit 1; done'
 
 step corruption env MSSMT_AUDIT_CORRUPTIONS=5000 \
-    scripts/with-postgres.sh cargo test --release --all-features --test audit -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features --test suite audit:: -- --nocapture
 
 step faults scripts/with-postgres.sh cargo test --release --all-features \
-    --test faults --test io_faults --test ambiguous -- --nocapture
+    --test faults --test io_faults -- --nocapture
+step ambiguous scripts/with-postgres.sh cargo test --release --all-features \
+    --test suite ambiguous:: -- --nocapture
 
 if [[ $FUZZ -eq 1 ]]; then
     step fuzz scripts/fuzz-campaign.sh -t "$FUZZ_SECONDS" -o "$LOG_DIR/fuzz"

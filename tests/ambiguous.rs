@@ -6,7 +6,7 @@
 //! once (the tree equals one application), and the audit must be clean.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -19,7 +19,7 @@
 //!   counts, missing and orphan nodes).
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -17,7 +17,7 @@
 //! the pool with its transaction open).
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};

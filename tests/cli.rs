@@ -3,7 +3,7 @@
 //! `MSSMT_REQUIRE_PG=1`). Every root the CLI reports is checked against
 //! the same leaves built in memory through the library.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! (../shared/fixtures/tapd, or $MSSMT_TAPD_FIXTURES): exit codes, the
 //! per-namespace JSON, nothing written on bad input.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

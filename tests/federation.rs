@@ -6,7 +6,7 @@
 //! nothing.
 #![cfg(all(feature = "http", feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

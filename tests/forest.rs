@@ -35,7 +35,7 @@
 //!   caller's transaction roll back and commit with it.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

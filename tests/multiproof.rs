@@ -18,7 +18,7 @@
 //!   (or both overflow); a wrong new root, old leaf or batch is rejected.
 //! * `garbage_never_panics`: arbitrary and mutated bytes.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::future::Future;

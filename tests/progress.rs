@@ -8,7 +8,7 @@
 //! report's total is `Some(done)`); the async watch receiver sees them.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -21,8 +21,7 @@
 //!
 //! `MSSMT_PROOF_MUTATIONS` scales the random test (default 150,000).
 
-#[path = "../fuzz/src/props.rs"]
-mod props;
+use crate::props;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -15,9 +15,8 @@
 //! overflow error mentioning "integer overflow" and leave the store's rows and
 //! root untouched.
 
-#[path = "../fuzz/src/props.rs"]
-mod props;
-mod support;
+use crate::props;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -14,7 +14,7 @@
 //!   acknowledged is missing.
 #![cfg(feature = "postgres")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

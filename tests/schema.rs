@@ -15,7 +15,7 @@
 //! and run each in a fresh schema, dropped at the end.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::str::FromStr;
 

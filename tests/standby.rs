@@ -12,7 +12,7 @@
 //! standby of its own.
 #![cfg(feature = "postgres")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::str::FromStr;

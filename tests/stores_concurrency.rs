@@ -10,7 +10,7 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

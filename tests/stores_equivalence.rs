@@ -9,7 +9,7 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use ms_smt::store::MemoryStore;
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, Proof, Tree};

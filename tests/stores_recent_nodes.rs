@@ -9,7 +9,7 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use ms_smt::{Compacted, Full, Key, Layout, Leaf, Tree};
 use support::hkey;

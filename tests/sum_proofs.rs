@@ -28,7 +28,7 @@
 //!   [`SumProofError::Overflow`].
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::cmp::Ordering;
 use std::ops::Bound;

@@ -7,7 +7,7 @@
 //! Postgres (the dump loaded into a fresh schema).
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

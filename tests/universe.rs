@@ -27,7 +27,7 @@
 //! Postgres tests read `MSSMT_PG_URL` (set by `scripts/with-postgres.sh`).
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::future::Future;

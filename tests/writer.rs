@@ -12,7 +12,7 @@
 //! Without it they print a SKIPPED line and pass, unless `MSSMT_REQUIRE_PG=1`.
 #![cfg(all(feature = "sqlite", feature = "postgres"))]
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
