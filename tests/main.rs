@@ -6,7 +6,8 @@
 //! CI's build time. Files stay binaries of their own where sharing a
 //! process would change what they test: the failpoints (`faults`, process
 //! wide), the tracing capture (`tracing`, callsite interest is process
-//! wide), and the campaigns that re-run their own binary as child writers
+//! wide), the Postgres reply wait (`reply_wait`, a setting of the
+//! process), and the campaigns that re-run their own binary as child writers
 //! by test name (`crash`, `crash_writer`, `crash_forest`, `contention`,
 //! `io_faults`).
 

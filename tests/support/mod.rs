@@ -8,9 +8,13 @@ pub mod child;
 pub mod cli;
 pub mod hooked;
 pub mod model;
+#[cfg(feature = "postgres")]
+pub mod proxy;
 pub mod recipes;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod stores;
+#[cfg(feature = "postgres")]
+pub mod submitters;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod suite;
 

@@ -12,6 +12,7 @@ use std::future::Future;
 use sqlx::{Connection, Database, Encode, SqlStr, Transaction, Type};
 
 use super::error::Res;
+use super::reply_wait::Bounded;
 use super::space::{NamespaceState, NsInfo, NsState};
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
@@ -128,6 +129,17 @@ pub trait Dialect: Connection + Sized + 'static {
     /// crate never migrated.
     const HAS_LEDGER: &'static str;
 
+    /// `round_trip`, one exchange with the server (a statement, `BEGIN`,
+    /// `COMMIT`, `ROLLBACK`), under the engine's bound on the reply:
+    /// Postgres's reply wait (`reply_wait.rs`); none for SQLite, which runs
+    /// in the process.
+    fn bounded<F, T>(round_trip: F) -> Bounded<F>
+    where
+        F: Future<Output = Result<T, sqlx::Error>>,
+    {
+        Bounded::new(round_trip, None)
+    }
+
     /// Appends the `n`-th (1-based) parameter's mark to a generated
     /// statement whose parameters are all bound in order: `$n`. SQLite
     /// writes a bare `?` instead: it binds a `$n` by looking its name up
@@ -234,18 +246,19 @@ pub trait Dialect: Connection + Sized + 'static {
 }
 
 /// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]).
-pub(crate) async fn begin_write<C: Dialect>(
-    conn: &mut C,
-) -> Result<Transaction<'_, C::Database>, sqlx::Error> {
-    match C::BEGIN_WRITE {
-        // why: a `SqlStr`, not the `&'static str`: `begin_with`'s future
-        // captures its statement's type, and with a reference there rustc
-        // cannot prove a spawned caller's future `Send` ("`SqlSafeStr` is
-        // not general enough"), so e.g. `ReplicaSet::connect` inside
-        // `tokio::spawn` stopped compiling on sqlx 0.9.
-        Some(sql) => conn.begin_with(SqlStr::from_static(sql)).await,
-        None => conn.begin().await,
-    }
+pub(crate) async fn begin_write<C: Dialect>(conn: &mut C) -> Res<Transaction<'_, C::Database>> {
+    C::bounded(async move {
+        match C::BEGIN_WRITE {
+            // why: a `SqlStr`, not the `&'static str`: `begin_with`'s future
+            // captures its statement's type, and with a reference there rustc
+            // cannot prove a spawned caller's future `Send` ("`SqlSafeStr` is
+            // not general enough"), so e.g. `ReplicaSet::connect` inside
+            // `tokio::spawn` stopped compiling on sqlx 0.9.
+            Some(sql) => conn.begin_with(SqlStr::from_static(sql)).await,
+            None => conn.begin().await,
+        }
+    })
+    .await
 }
 
 /// The first row a shared statement returns, if any.

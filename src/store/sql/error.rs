@@ -78,6 +78,16 @@ pub enum SqlStoreError {
         /// How long the read waited.
         waited: std::time::Duration,
     },
+    /// A Postgres server did not answer a round trip within the reply wait
+    /// ([`set_postgres_reply_wait`](crate::store::set_postgres_reply_wait)):
+    /// stopped, frozen or cut off. The connection was closed; whether a
+    /// `COMMIT` that got no reply was applied must be read from the
+    /// database.
+    #[error("the Postgres server did not reply within {waited:?}")]
+    NoReply {
+        /// The wait that ran out.
+        waited: std::time::Duration,
+    },
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {
@@ -95,10 +105,13 @@ impl SqlStoreError {
     /// session reached a server that is (now) a standby, as during a
     /// failover. Retrying the same operation later, against the same URL,
     /// may succeed; whether a write that failed so was applied must be
-    /// read from the database.
+    /// read from the database. A server that did not reply in time
+    /// ([`SqlStoreError::NoReply`]) counts as out of reach.
     pub fn is_transient(&self) -> bool {
-        let SqlStoreError::Database(e) = self else {
-            return false;
+        let e = match self {
+            SqlStoreError::Database(e) => e,
+            SqlStoreError::NoReply { .. } => return true,
+            _ => return false,
         };
         match e {
             sqlx::Error::Io(_)

@@ -132,9 +132,9 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
         }
         // The guard lasts for a read transaction of its own.
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin().await?;
+        let mut tx = C::bounded(conn.conn().begin()).await?;
         let nodes = walk_on(&mut *tx, &walks, true).await?;
-        tx.rollback().await?;
+        C::bounded(tx.rollback()).await?;
         conn.release();
         Ok(nodes)
     }
@@ -163,12 +163,12 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
                     for (space, _) in &owned {
                         space.fail("before_commit")?;
                     }
-                    tx.commit().await?;
+                    C::bounded(tx.commit()).await?;
                     for (space, _) in &owned {
                         space.fail("after_commit")?;
                     }
                 }
-                _ => tx.rollback().await?,
+                _ => C::bounded(tx.rollback()).await?,
             }
             conn.release();
             Ok(outcome)

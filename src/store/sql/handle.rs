@@ -256,10 +256,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         // The guard lasts for a read transaction of its own.
         self.space.counters.round_trip(1);
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin().await?;
+        let mut tx = C::bounded(conn.conn().begin()).await?;
         let nodes = reads::paths_on(&mut *tx, &self.space, at, starts, siblings, true).await?;
         self.space.counters.round_trip(1);
-        tx.rollback().await?;
+        C::bounded(tx.rollback()).await?;
         conn.release();
         Ok(nodes)
     }
@@ -302,10 +302,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
             match outcome {
                 CommitOutcome::Committed if !caller_gone.get() => {
                     space.fail("before_commit")?;
-                    tx.commit().await?;
+                    C::bounded(tx.commit()).await?;
                     space.fail("after_commit")?;
                 }
-                _ => tx.rollback().await?,
+                _ => C::bounded(tx.rollback()).await?,
             }
             conn.release();
             Ok(outcome)
@@ -336,10 +336,12 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         batch: &[(Key, Leaf)],
     ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
         let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
-        let store = |e: sqlx::Error| TreeError::Store(SqlStoreError::from(e));
+        let store = TreeError::Store;
         detached(
             move |caller_gone| async move {
-                let mut conn = TxConnection::acquire(&pool).await.map_err(store)?;
+                let mut conn = TxConnection::acquire(&pool)
+                    .await
+                    .map_err(|e| store(e.into()))?;
                 let mut tx = begin_write(conn.conn()).await.map_err(store)?;
                 tx.lock_namespace(&space).await.map_err(TreeError::Store)?;
                 let root = {
@@ -350,9 +352,9 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
                     write_planned(&locked, kind, &batch).await?
                 };
                 if caller_gone.get() {
-                    tx.rollback().await.map_err(store)?;
+                    C::bounded(tx.rollback()).await.map_err(store)?;
                 } else {
-                    tx.commit().await.map_err(store)?;
+                    C::bounded(tx.commit()).await.map_err(store)?;
                 }
                 conn.release();
                 Ok(Some(root))
@@ -366,12 +368,12 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = conn.conn().begin().await?;
+        let mut tx = C::bounded(conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
             tx.execute(sql.into_sql_str(), &[]).await?;
         }
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
-        tx.commit().await?;
+        C::bounded(tx.commit()).await?;
         conn.release();
         Ok(Some(audit.finish()))
     }

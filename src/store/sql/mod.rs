@@ -14,6 +14,7 @@ mod postgres;
 mod reads;
 #[cfg(feature = "postgres")]
 mod replica;
+mod reply_wait;
 mod savepoint;
 mod schema;
 #[cfg(feature = "postgres")]
@@ -34,6 +35,8 @@ pub use listing::{NamespaceListing, SchemaState};
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "postgres")]
 pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
+#[cfg(feature = "postgres")]
+pub use reply_wait::{DEFAULT_POSTGRES_REPLY_WAIT, postgres_reply_wait, set_postgres_reply_wait};
 #[cfg(feature = "postgres")]
 pub use snapshot::{ReadSnapshot, ServedBy};
 #[cfg(feature = "sqlite")]

@@ -31,6 +31,7 @@ use super::dialect::{
 };
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
+use super::reply_wait::{self, Bounded};
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
@@ -156,18 +157,27 @@ impl Dialect for PgConnection {
     const HAS_LEDGER: &'static str =
         "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
+    fn bounded<F, T>(round_trip: F) -> Bounded<F>
+    where
+        F: std::future::Future<Output = Result<T, sqlx::Error>>,
+    {
+        Bounded::new(round_trip, reply_wait::postgres_reply_wait())
+    }
+
     async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Ok(query.execute(&mut *self).await?.rows_affected())
+        Ok(Self::bounded(query.execute(&mut *self))
+            .await?
+            .rows_affected())
     }
 
     async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Ok(query.fetch_all(&mut *self).await?)
+        Self::bounded(query.fetch_all(&mut *self)).await
     }
 
     async fn run_ddl(&mut self, sql: &'static str) -> Res<()> {
-        Executor::execute(&mut *self, sqlx::raw_sql(sql)).await?;
+        Self::bounded(Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
         Ok(())
     }
 
@@ -188,18 +198,20 @@ impl Dialect for PgConnection {
         // The subquery's rows come in their sorted order, the store lock
         // first, and the locks are taken in that order.
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        sqlx::query(
-            "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
+        Self::bounded(
+            sqlx::query(
+                "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
                          ELSE pg_advisory_xact_lock(k) END FROM ( \
                  SELECT $2::bigint AS k, true AS shared, 0 AS o \
                  UNION ALL \
                  SELECT DISTINCT hashtextextended('ms_smt:' || n, 0), false, 1 \
                  FROM UNNEST($1::text[]) AS n \
                  ORDER BY o, k) AS keys",
+            )
+            .bind(names)
+            .bind(STORE_LOCK)
+            .execute(&mut *self),
         )
-        .bind(names)
-        .bind(STORE_LOCK)
-        .execute(&mut *self)
         .await?;
         Ok(())
     }
@@ -215,14 +227,16 @@ impl Dialect for PgConnection {
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         let heights: Vec<i32> = spaces.iter().map(|s| height_sql(s.height)).collect();
-        sqlx::query(
-            "INSERT INTO ms_smt_namespaces (name, height) \
+        Self::bounded(
+            sqlx::query(
+                "INSERT INTO ms_smt_namespaces (name, height) \
              SELECT * FROM UNNEST($1::text[], $2::int4[]) ORDER BY 1 \
              ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(names)
+            .bind(heights)
+            .execute(&mut *self),
         )
-        .bind(names)
-        .bind(heights)
-        .execute(&mut *self)
         .await?;
         Ok(())
     }
@@ -233,14 +247,16 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Ok(sqlx::query_as(
-            "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
+        Self::bounded(
+            sqlx::query_as(
+                "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
                  (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
              FROM ms_smt_namespaces n WHERE name = ANY($1::text[])",
+            )
+            .bind(names)
+            .fetch_all(&mut *self),
         )
-        .bind(names)
-        .fetch_all(&mut *self)
-        .await?)
+        .await
     }
 
     fn walk_needs_guard(jit_off: bool, starts: usize) -> bool {
@@ -259,9 +275,7 @@ impl Dialect for PgConnection {
     /// savepoint: see [`write_commits`](Dialect::write_commits) for why).
     async fn guard_walk(&mut self, space: &NamespaceState) -> Res<()> {
         space.counters.round_trip(1);
-        sqlx::query("SET LOCAL jit = off")
-            .execute(&mut *self)
-            .await?;
+        Self::bounded(sqlx::query("SET LOCAL jit = off").execute(&mut *self)).await?;
         Ok(())
     }
 
@@ -288,16 +302,18 @@ impl Dialect for PgConnection {
             return Ok(out);
         };
         first.space.counters.round_trip(1);
-        let rows = sqlx::query(walk_sql())
-            .bind(starts.walk)
-            .bind(starts.ns)
-            .bind(starts.depth)
-            .bind(starts.key)
-            .bind(starts.sib)
-            .bind(starts.want)
-            .bind(starts.height)
-            .fetch_all(&mut *self)
-            .await?;
+        let rows = Self::bounded(
+            sqlx::query(walk_sql())
+                .bind(starts.walk)
+                .bind(starts.ns)
+                .bind(starts.depth)
+                .bind(starts.key)
+                .bind(starts.sib)
+                .bind(starts.want)
+                .bind(starts.height)
+                .fetch_all(&mut *self),
+        )
+        .await?;
         for (w, rows) in split_walks(&rows)? {
             let Some((walk, nodes)) = walks.get(w).zip(out.get_mut(w)) else {
                 continue;
@@ -323,13 +339,15 @@ impl Dialect for PgConnection {
         }
         let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
         first.space.counters.round_trip(1);
-        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(READ_ROWS)
-            .bind(index)
-            .bind(ns)
-            .bind(paths)
-            .bind(depths)
-            .fetch_all(&mut *self)
-            .await?;
+        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+            sqlx::query_as(READ_ROWS)
+                .bind(index)
+                .bind(ns)
+                .bind(paths)
+                .bind(depths)
+                .fetch_all(&mut *self),
+        )
+        .await?;
         for (r, path, depth, body) in rows {
             if let Some(rows) = usize::try_from(r).ok().and_then(|r| out.get_mut(r)) {
                 rows.extend(keyed_rows(vec![(path, depth, body)]));
@@ -347,13 +365,15 @@ impl Dialect for PgConnection {
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
         let (paths, depths) = key_arrays(keys.iter());
         space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = sqlx::query_as(READ_ROWS_AT)
-            .bind(info.id)
-            .bind(paths)
-            .bind(depths)
-            .bind(version)
-            .fetch_all(&mut *self)
-            .await?;
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+            sqlx::query_as(READ_ROWS_AT)
+                .bind(info.id)
+                .bind(paths)
+                .bind(depths)
+                .bind(version)
+                .fetch_all(&mut *self),
+        )
+        .await?;
         Ok(keyed_rows(rows).collect())
     }
 
@@ -399,7 +419,7 @@ impl Dialect for PgConnection {
             roots.push(id, &commit.new_root, version);
         }
         first.space.counters.round_trip(1);
-        sqlx::query(
+        Self::bounded(sqlx::query(
             "WITH kept AS ( \
                  INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
                  SELECT n.ns, n.path, n.depth, n.version, k.v, n.body \
@@ -443,7 +463,7 @@ impl Dialect for PgConnection {
         .bind(roots.hash)
         .bind(roots.sum)
         .bind(roots.version)
-        .execute(&mut *self)
+        .execute(&mut *self))
         .await?;
         for commit in commits {
             commit.space.fail("written")?;
@@ -454,19 +474,21 @@ impl Dialect for PgConnection {
     /// One statement (see [`write_commits`](Dialect::write_commits) for why).
     async fn clear(&mut self, space: &NamespaceState, state: &NsState) -> Res<()> {
         space.counters.round_trip(1);
-        sqlx::query(
-            "WITH kept AS ( \
+        Self::bounded(
+            sqlx::query(
+                "WITH kept AS ( \
              INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
              SELECT ns, path, depth, version, $2, body FROM ms_smt_strata \
              WHERE ns = $1 AND version <= $3), \
          gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
          UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2 \
          WHERE id = $1",
+            )
+            .bind(state.info.id)
+            .bind(state.version.saturating_add(1))
+            .bind(state.max_pin)
+            .execute(&mut *self),
         )
-        .bind(state.info.id)
-        .bind(state.version.saturating_add(1))
-        .bind(state.max_pin)
-        .execute(&mut *self)
         .await?;
         Ok(())
     }
@@ -658,9 +680,11 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
 
 /// The exclusive advisory lock `key`, until the transaction ends.
 async fn xact_lock(conn: &mut PgConnection, key: i64) -> Res<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(key)
-        .execute(conn)
-        .await?;
+    PgConnection::bounded(
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(key)
+            .execute(conn),
+    )
+    .await?;
     Ok(())
 }

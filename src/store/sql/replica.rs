@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Postgres};
+use sqlx::{PgConnection, PgPool, Postgres};
 
+use super::dialect::Dialect;
 use super::error::{Res, SqlStoreError};
 use super::postgres::PostgresStore;
 use super::snapshot::{ReadSnapshot, ServedBy};
@@ -168,9 +169,9 @@ impl ReplicaSet {
     /// page's end and would never reach it. The token is that page end.
     pub async fn commit_token(&self) -> Res<CommitToken> {
         self.primary.space.counters.round_trip(1);
-        let (lsn, block, segment): (i64, i64, i64) = sqlx::query_as(INSERT_LSN)
-            .fetch_one(self.primary.pool())
-            .await?;
+        let (lsn, block, segment): (i64, i64, i64) =
+            PgConnection::bounded(sqlx::query_as(INSERT_LSN).fetch_one(self.primary.pool()))
+                .await?;
         let [lsn, block, segment] = [lsn, block, segment].map(|v| u64::try_from(v).unwrap_or(0));
         Ok(CommitToken::from_lsn(last_record_end(lsn, block, segment)))
     }
@@ -237,9 +238,8 @@ async fn wait_for(
     let mut pause = Duration::from_millis(1);
     loop {
         standby.space.counters.round_trip(1);
-        let (recovering, replayed): (bool, Option<i64>) = sqlx::query_as(REPLAY_LSN)
-            .fetch_one(&mut *conn.conn())
-            .await?;
+        let (recovering, replayed): (bool, Option<i64>) =
+            PgConnection::bounded(sqlx::query_as(REPLAY_LSN).fetch_one(&mut *conn.conn())).await?;
         let replayed = replayed.map_or(CommitToken::from_lsn(0), self::token);
         if !recovering || replayed >= token {
             return Ok(());

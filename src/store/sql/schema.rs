@@ -52,7 +52,7 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
                 supported: newest,
             });
         }
-        tx.commit().await?;
+        C::bounded(tx.commit()).await?;
         applied
     };
     let steps = C::MIGRATIONS
@@ -80,7 +80,7 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
             .await?;
             ran = ran.saturating_add(1);
         }
-        tx.commit().await?;
+        C::bounded(tx.commit()).await?;
         tracing::debug!(target: "ms_smt", version = *version, description = *description, "schema version in place");
         meter.add(1);
     }

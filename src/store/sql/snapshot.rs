@@ -3,6 +3,7 @@
 
 use sqlx::{PgConnection, Postgres};
 
+use super::dialect::Dialect;
 use super::error::Res;
 use super::handle::SqlStore;
 use super::ops;
@@ -58,9 +59,11 @@ impl ReadSnapshot {
         served_by: ServedBy,
     ) -> Res<Self> {
         store.space.counters.round_trip(1);
-        sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *conn.conn())
-            .await?;
+        PgConnection::bounded(
+            sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *conn.conn()),
+        )
+        .await?;
         let root = ops::load_root::<PgConnection>(conn.conn(), &store.space).await?;
         Ok(ReadSnapshot {
             conn,
@@ -90,9 +93,7 @@ impl ReadSnapshot {
     /// pool.
     pub async fn finish(mut self) -> Res<()> {
         self.store.space.counters.round_trip(1);
-        sqlx::query("COMMIT")
-            .execute(&mut *self.conn.conn())
-            .await?;
+        PgConnection::bounded(sqlx::query("COMMIT").execute(&mut *self.conn.conn())).await?;
         self.conn.release();
         Ok(())
     }

@@ -135,9 +135,9 @@ where
         let mut tx = begin_write(conn.conn()).await?;
         let out = work(&mut *tx, &space).await?;
         if caller_gone.get() {
-            tx.rollback().await?;
+            C::bounded(tx.rollback()).await?;
         } else {
-            tx.commit().await?;
+            C::bounded(tx.commit()).await?;
         }
         conn.release();
         Ok(out)

@@ -1,0 +1,108 @@
+//! How long a Postgres round trip may wait for the server's reply.
+//!
+//! A server that stops answering without closing its connections (its
+//! processes stopped, its host frozen or cut off behind a firewall that
+//! drops packets) leaves a statement waiting forever: the kernel keeps the
+//! TCP session open, and neither sqlx nor Postgres bounds the wait on the
+//! client's side. Every statement, `BEGIN`, `COMMIT` and `ROLLBACK` a
+//! Postgres store sends is bounded by this wait instead; past it the round
+//! trip fails with [`SqlStoreError::NoReply`], a transient error (the
+//! coalescing writer then settles its group by reading the root back, as
+//! after a cut connection), and the connection is closed. Pool checkouts
+//! are bounded by the pool's own acquire timeout (30 s in sqlx).
+//!
+//! One setting for the process, like [`set_hash_lanes`](crate::set_hash_lanes):
+//! statements are sent from code generic over both engines, where no
+//! store handle is at hand.
+
+// SQLite builds use only `Bounded`, without a bound.
+#![cfg_attr(not(feature = "postgres"), allow(dead_code))]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::error::{Res, SqlStoreError};
+
+/// The default bound on a Postgres reply: 30 s, as sqlx's pool acquire
+/// timeout. Far above any one statement of this crate on a live server (a
+/// commit of a 10^5-leaf group writes its rows in well under a second),
+/// far below "forever".
+pub const DEFAULT_POSTGRES_REPLY_WAIT: Duration = Duration::from_secs(30);
+
+/// The bound in milliseconds; `u64::MAX` is "no bound".
+static REPLY_WAIT_MS: AtomicU64 = AtomicU64::new(30_000);
+
+/// Sets how long any Postgres round trip of this process waits for the
+/// server's reply (`None`: without bound, the behaviour of sqlx). Applies
+/// to round trips that start after the call.
+pub fn set_postgres_reply_wait(wait: Option<Duration>) {
+    let ms = wait.map_or(u64::MAX, |w| {
+        u64::try_from(w.as_millis()).unwrap_or(u64::MAX - 1).max(1)
+    });
+    REPLY_WAIT_MS.store(ms, Ordering::Relaxed);
+}
+
+/// How long a Postgres round trip waits for the server's reply
+/// ([`set_postgres_reply_wait`]; by default [`DEFAULT_POSTGRES_REPLY_WAIT`]).
+pub fn postgres_reply_wait() -> Option<Duration> {
+    match REPLY_WAIT_MS.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        ms => Some(Duration::from_millis(ms)),
+    }
+}
+
+/// `round_trip`, failing with [`SqlStoreError::NoReply`] past `wait`
+/// (never, with `None`).
+///
+/// A future type of its own rather than an `async fn` or an opaque
+/// `impl Future`: awaited inside the store's async fns, those hid the
+/// round trip's lifetimes from rustc's `Send` check, and callers that
+/// spawn a store operation stopped compiling ("`Send` is not general
+/// enough").
+pub enum Bounded<F> {
+    /// Without a bound.
+    Free(Pin<Box<F>>),
+    /// With one.
+    Timed {
+        /// The round trip under its deadline.
+        round_trip: Pin<Box<tokio::time::Timeout<F>>>,
+        /// The bound, for the error.
+        waited: Duration,
+    },
+}
+
+impl<F: Future> Bounded<F> {
+    /// `round_trip` bounded by `wait`.
+    pub(crate) fn new(round_trip: F, wait: Option<Duration>) -> Self {
+        match wait {
+            None => Bounded::Free(Box::pin(round_trip)),
+            Some(waited) => Bounded::Timed {
+                round_trip: Box::pin(tokio::time::timeout(waited, round_trip)),
+                waited,
+            },
+        }
+    }
+}
+
+impl<F, T> Future for Bounded<F>
+where
+    F: Future<Output = Result<T, sqlx::Error>>,
+{
+    type Output = Res<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Res<T>> {
+        match self.get_mut() {
+            Bounded::Free(round_trip) => round_trip.as_mut().poll(cx).map(|out| Ok(out?)),
+            Bounded::Timed { round_trip, waited } => {
+                let waited = *waited;
+                round_trip.as_mut().poll(cx).map(|out| match out {
+                    Ok(done) => Ok(done?),
+                    Err(_) => Err(SqlStoreError::NoReply { waited }),
+                })
+            }
+        }
+    }
+}
