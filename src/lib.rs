@@ -83,8 +83,10 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+// The pure, no_std half lives in ms-smt-core; the crate's own paths to it
+// (`crate::key::Key`, ...) stay as they were.
+use ms_smt_core::{empty, key, leaf, node, position, sum};
 mod descent;
-mod empty;
 mod error;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
@@ -94,18 +96,13 @@ mod failpoint;
 #[cfg(feature = "http")]
 pub mod federation;
 mod hash;
-mod key;
 mod layout;
-mod leaf;
 mod lift;
-mod node;
 mod pin;
-mod position;
 mod progress;
 pub mod proof;
 pub mod store;
 mod strata;
-mod sum;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod tapd;
 #[cfg(feature = "test-utils")]
