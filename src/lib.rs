@@ -121,13 +121,13 @@ pub use hash::{DEFAULT_HASH_LANES, Hash, hash_lanes, set_hash_lanes};
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
+pub use ms_smt_core::{
+    CompressedProof, LinkSum, NestedLevel, NestedProof, Proof, verify_merkle_proof,
+};
 pub use node::{ComputedNode, Node};
 pub use position::Position;
 pub use progress::{Progress, ProgressOperation, ProgressSink};
-pub use proof::compressed::CompressedProof;
 pub use proof::multi::MultiProof;
-pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
-pub use proof::single::{Proof, verify_merkle_proof};
 pub use proof::sum::SumProof;
 pub use proof::update::UpdateProof;
 pub use tree::{

@@ -8,21 +8,30 @@
 //!   the empty-subtree table ([`empty_hash`]).
 //! * [`Key`], [`Leaf`], [`ComputedNode`] and the stored [`Node`] kinds,
 //!   [`Position`], checked sums ([`SumOverflow`]).
+//! * [`Proof`] and [`CompressedProof`]: verification, compression, the Go
+//!   wire format and strict decoding ([`proof::DecodeError`]);
+//!   [`NestedProof`] up a chain of parent trees.
 //!
 //! No store, no I/O, no threads: trees and their stores live in `ms-smt`,
 //! which re-exports everything here at the same paths.
 //!
 //! ```
-//! use ms_smt_core::{ComputedNode, Key, Leaf, compacted_hash, empty_hash};
+//! use ms_smt_core::{ComputedNode, Key, Leaf, Proof};
 //!
-//! // The root of a tree holding one leaf is that leaf lifted to level 0.
-//! let leaf = Leaf::new(b"a".to_vec(), 1);
-//! let root = ComputedNode::new(compacted_hash(0, &Key([0; 32]), &leaf), leaf.sum());
-//! assert_eq!(
-//!     root.hash.to_hex(),
-//!     "1688022a7c33dccbfe8f11968800b1294266d1b76f453b8e6117727406a5e867"
-//! );
-//! assert_eq!(ComputedNode::empty_root().hash, empty_hash(0));
+//! // In an empty tree every proof is all empty siblings; the root a proof
+//! // yields for a leaf is the root of the tree holding that leaf alone.
+//! let key = Key([1; 32]);
+//! let leaf = Leaf::new(b"asset".to_vec(), 100);
+//! let proof = Proof::empty();
+//! let root = proof.root(&key, &leaf)?;
+//! assert_eq!(root.sum, 100);
+//! assert!(proof.verify(&key, &leaf, &root));
+//! assert!(proof.verify(&key, &Leaf::empty(), &ComputedNode::empty_root()));
+//!
+//! // The Go wire format, decoded strictly.
+//! let bytes = proof.to_bytes();
+//! assert_eq!(Proof::from_bytes(&bytes)?, proof);
+//! # Ok::<_, Box<dyn core::error::Error>>(())
 //! ```
 //!
 //! ## Features
@@ -45,6 +54,7 @@ pub mod key;
 pub mod leaf;
 pub mod node;
 pub mod position;
+pub mod proof;
 pub mod sum;
 
 #[cfg(feature = "std")]
@@ -56,3 +66,6 @@ pub use key::{Key, KeyParseError, MAX_LEVEL};
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node, compacted_hash};
 pub use position::Position;
+pub use proof::compressed::CompressedProof;
+pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
+pub use proof::single::{Proof, verify_merkle_proof};

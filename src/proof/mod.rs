@@ -4,17 +4,13 @@
 //! range. The proofs themselves are re-exported at the crate root; this module holds
 //! their errors.
 
-pub(crate) mod compressed;
-mod decode_error;
 pub(crate) mod multi;
-pub(crate) mod nested;
-pub(crate) mod single;
 pub(crate) mod sum;
 pub(crate) mod update;
 
-pub use decode_error::DecodeError;
+// The single-key, compressed and nested proofs and their errors are
+// ms-smt-core's.
+pub use ms_smt_core::proof::{DecodeError, MAX_NESTED_LEVELS, NestedDecodeError, WrongLength};
 pub use multi::{MultiDecodeError, MultiProofError};
-pub use nested::{MAX_NESTED_LEVELS, NestedDecodeError};
-pub use single::WrongLength;
 pub use sum::{SumDecodeError, SumProofError};
 pub use update::UpdateProofError;

@@ -9,6 +9,7 @@ use std::ops::RangeBounds;
 
 use tracing::field::Empty;
 
+use crate::Proof;
 use crate::descent::Subtree;
 use crate::error::{PlanError, TreeError};
 use crate::key::{Key, MAX_LEVEL};
@@ -18,7 +19,6 @@ use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
 use crate::proof::multi::MultiProof;
-use crate::proof::single::Proof;
 use crate::proof::sum::SumProof;
 use crate::store::{PinStore, ReadAt, TreeStore};
 use crate::tree::handle::Res;
