@@ -122,14 +122,12 @@ pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
 pub use ms_smt_core::{
-    CompressedProof, LinkSum, NestedLevel, NestedProof, Proof, verify_merkle_proof,
+    CompressedProof, LinkSum, MultiProof, NestedLevel, NestedProof, Proof, SumProof, UpdateProof,
+    verify_merkle_proof,
 };
 pub use node::{ComputedNode, Node};
 pub use position::Position;
 pub use progress::{Progress, ProgressOperation, ProgressSink};
-pub use proof::multi::MultiProof;
-pub use proof::sum::SumProof;
-pub use proof::update::UpdateProof;
 pub use tree::{
     CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,
     DEFAULT_RECOVERY_WAIT, Forest, ForestReceipt, ForestTicket, ForestWrite, ForestWriter,

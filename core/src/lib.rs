@@ -10,10 +10,14 @@
 //!   [`Position`], checked sums ([`SumOverflow`]).
 //! * [`Proof`] and [`CompressedProof`]: verification, compression, the Go
 //!   wire format and strict decoding ([`proof::DecodeError`]);
-//!   [`NestedProof`] up a chain of parent trees.
+//!   [`NestedProof`] up a chain of parent trees; [`MultiProof`] and
+//!   [`UpdateProof`] for batches of keys; [`SumProof`] of the leaves under a
+//!   prefix or in a key range.
+//! * Proof construction from any [`NodeSource`] (nodes by hash, such as a
+//!   `BTreeMap<Hash, Node>`).
 //!
-//! No store, no I/O, no threads: trees and their stores live in `ms-smt`,
-//! which re-exports everything here at the same paths.
+//! No store, no I/O, no threads: trees, their stores and the batch descent
+//! live in `ms-smt`, which re-exports everything here at the same paths.
 //!
 //! ```
 //! use ms_smt_core::{ComputedNode, Key, Leaf, Proof};
@@ -46,6 +50,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod batch;
 mod count;
 pub mod empty;
 pub mod error;
@@ -55,17 +60,22 @@ pub mod leaf;
 pub mod node;
 pub mod position;
 pub mod proof;
+pub mod source;
 pub mod sum;
 
 #[cfg(feature = "std")]
 pub use count::{add_hash_calls, hash_calls};
 pub use empty::{empty_hash, is_empty_hash};
-pub use error::SumOverflow;
+pub use error::{PlanError, SumOverflow};
 pub use hash::{Hash, branch_hash, leaf_hash};
 pub use key::{Key, KeyParseError, MAX_LEVEL};
 pub use leaf::Leaf;
 pub use node::{ComputedNode, Node, compacted_hash};
 pub use position::Position;
 pub use proof::compressed::CompressedProof;
+pub use proof::multi::MultiProof;
 pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
 pub use proof::single::{Proof, verify_merkle_proof};
+pub use proof::sum::SumProof;
+pub use proof::update::UpdateProof;
+pub use source::NodeSource;

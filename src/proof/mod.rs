@@ -2,15 +2,9 @@
 //! Go wire format; multi-key proofs and update proofs for batches; nested
 //! proofs up a chain of parent trees; sum proofs of a prefix or a key
 //! range. The proofs themselves are re-exported at the crate root; this module holds
-//! their errors.
+//! their errors. All of them are ms-smt-core's.
 
-pub(crate) mod multi;
-pub(crate) mod sum;
-pub(crate) mod update;
-
-// The single-key, compressed and nested proofs and their errors are
-// ms-smt-core's.
-pub use ms_smt_core::proof::{DecodeError, MAX_NESTED_LEVELS, NestedDecodeError, WrongLength};
-pub use multi::{MultiDecodeError, MultiProofError};
-pub use sum::{SumDecodeError, SumProofError};
-pub use update::UpdateProofError;
+pub use ms_smt_core::proof::{
+    DecodeError, MAX_NESTED_LEVELS, MultiDecodeError, MultiProofError, NestedDecodeError,
+    SumDecodeError, SumProofError, UpdateProofError, WrongLength,
+};
