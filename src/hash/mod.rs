@@ -12,11 +12,11 @@ pub(crate) use climb::Climb;
 pub(crate) use lanes::climb;
 pub use lanes::{DEFAULT_HASH_LANES, hash_lanes, set_hash_lanes};
 pub(crate) use ms_smt_core::add_hash_calls;
-pub use ms_smt_core::hash::{Hash, branch_hash, leaf_hash};
+pub use ms_smt_core::hash::{Hash, branch_hash};
 pub use ms_smt_core::hash_calls;
 // The kernels' own entry points, for the benches and kernel tests.
 #[cfg(any(test, feature = "test-utils"))]
 pub use lanes::{BranchInput, branch_hashes, has_kernel, scheduled_hashes};
 #[cfg(any(test, feature = "test-utils"))]
-pub use ms_smt_core::hash::sha256;
+pub use ms_smt_core::hash::{leaf_hash, sha256};
 pub use schedule::SumSchedule;
