@@ -83,8 +83,10 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+// The pure, no_std half lives in ms-smt-core; the crate's own paths to it
+// (`crate::key::Key`, ...) stay as they were.
+use ms_smt_core::{empty, key, leaf, node, position, sum};
 mod descent;
-mod empty;
 mod error;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
@@ -94,18 +96,13 @@ mod failpoint;
 #[cfg(feature = "http")]
 pub mod federation;
 mod hash;
-mod key;
 mod layout;
-mod leaf;
 mod lift;
-mod node;
 mod pin;
-mod position;
 mod progress;
 pub mod proof;
 pub mod store;
 mod strata;
-mod sum;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod tapd;
 #[cfg(feature = "test-utils")]
@@ -124,15 +121,13 @@ pub use hash::{DEFAULT_HASH_LANES, Hash, hash_lanes, set_hash_lanes};
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
+pub use ms_smt_core::{
+    CompressedProof, LinkSum, MultiProof, NestedLevel, NestedProof, Proof, SumProof, UpdateProof,
+    verify_merkle_proof,
+};
 pub use node::{ComputedNode, Node};
 pub use position::Position;
 pub use progress::{Progress, ProgressOperation, ProgressSink};
-pub use proof::compressed::CompressedProof;
-pub use proof::multi::MultiProof;
-pub use proof::nested::{LinkSum, NestedLevel, NestedProof};
-pub use proof::single::{Proof, verify_merkle_proof};
-pub use proof::sum::SumProof;
-pub use proof::update::UpdateProof;
 pub use tree::{
     CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,
     DEFAULT_RECOVERY_WAIT, Forest, ForestReceipt, ForestTicket, ForestWrite, ForestWriter,

@@ -1,16 +1,10 @@
-//! Batch preparation: tree order, last-write-wins, and the batch sum.
+//! Batch preparation: the batch sum and what a write reads; tree order
+//! and last-write-wins are ms-smt-core's.
 
 use crate::error::PlanError;
-use crate::key::Key;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
-
-/// One key of a batch with the leaf it should hold after the write.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Item<'a> {
-    pub key: Key,
-    pub leaf: &'a Leaf,
-}
+pub(crate) use ms_smt_core::batch::{Item, prepare, sorted_keys};
 
 /// Whether a write of `leaves` under `kind` reads the siblings beside its
 /// paths too: only a compacted delete may pull an untouched sibling up,
@@ -21,26 +15,6 @@ pub(crate) fn reads_siblings<'l>(
     mut leaves: impl Iterator<Item = &'l Leaf>,
 ) -> bool {
     kind == LayoutKind::Compacted && leaves.any(Leaf::is_empty)
-}
-
-/// The batch sorted in tree order with one item per key: when a key occurs
-/// more than once the **last** occurrence wins, as a map built by inserting
-/// the pairs in order would.
-pub(crate) fn prepare(batch: &[(Key, Leaf)]) -> Vec<Item<'_>> {
-    let mut items: Vec<Item<'_>> = batch
-        .iter()
-        .map(|(key, leaf)| Item { key: *key, leaf })
-        .collect();
-    // Stable: equal keys keep their input order, so the last one is last.
-    items.sort_by(|a, b| a.key.tree_cmp(&b.key));
-    let mut out: Vec<Item<'_>> = Vec::with_capacity(items.len());
-    for item in items {
-        match out.last_mut() {
-            Some(last) if last.key == item.key => *last = item,
-            _ => out.push(item),
-        }
-    }
-    out
 }
 
 /// Checked sum of the batch's leaves (after last-wins).
@@ -64,17 +38,10 @@ pub(crate) fn nonempty_range(items: &[Item<'_>]) -> Option<std::ops::RangeInclus
     Some(first..=last)
 }
 
-/// Keys sorted in tree order without duplicates.
-pub(crate) fn sorted_keys(keys: &[Key]) -> Vec<Key> {
-    let mut out = keys.to_vec();
-    out.sort_unstable_by(|a, b| a.tree_cmp(b));
-    out.dedup();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::Key;
 
     #[test]
     fn last_write_wins() {

@@ -1,19 +1,12 @@
-//! What the pure descent reads: [`NodeSource`] (nodes by hash) and the
-//! [`NodeCache`] one read phase fills.
+//! The [`NodeCache`] one read phase fills: what the pure descent reads
+//! through [`NodeSource`] (ms-smt-core's).
 
 use std::collections::HashMap;
 
-use crate::empty::is_empty_hash;
-use crate::error::PlanError;
 use crate::hash::Hash;
 use crate::node::Node;
-
-/// Synchronous read access to nodes by hash: what the pure descent walks
-/// (from two threads at once when a large batch is split).
-pub trait NodeSource: Sync {
-    /// The node stored under `hash`, if known.
-    fn node(&self, hash: &Hash) -> Option<&Node>;
-}
+pub use ms_smt_core::source::NodeSource;
+pub(crate) use ms_smt_core::source::sibling_sum;
 
 /// Nodes keyed by hash, filled level by level before the descent runs.
 #[derive(Debug, Default, Clone)]
@@ -63,33 +56,4 @@ impl NodeSource for NodeCache {
     fn node(&self, hash: &Hash) -> Option<&Node> {
         self.nodes.get(hash)
     }
-}
-
-/// The sum of `sibling` at `level`, whose parent has sum `parent_sum` and
-/// whose other child is `child`: read from the node when the read phase
-/// brought it, otherwise the parent's sum minus the child's (reads without
-/// siblings bring only the path).
-pub(crate) fn sibling_sum<R: NodeSource>(
-    source: &R,
-    level: usize,
-    sibling: &Hash,
-    parent_sum: u64,
-    child: &Hash,
-) -> Result<u64, PlanError> {
-    if is_empty_hash(level, sibling) {
-        return Ok(0);
-    }
-    if let Some(node) = source.node(sibling) {
-        return Ok(node.sum());
-    }
-    let missing = PlanError::MissingNode {
-        hash: *sibling,
-        level,
-    };
-    let child_sum = if is_empty_hash(level, child) {
-        0
-    } else {
-        source.node(child).ok_or(missing.clone())?.sum()
-    };
-    parent_sum.checked_sub(child_sum).ok_or(missing)
 }

@@ -22,13 +22,13 @@ use super::wire::{
     ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut, WireError,
     check_namespace,
 };
+use crate::Proof;
 use crate::descent::Subtree;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
-use crate::proof::single::Proof;
 use crate::store::TreeStore;
 use crate::tree::Tree;
 use crate::universe::{SyncError, SyncPeer, SyncReport};

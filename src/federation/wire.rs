@@ -18,13 +18,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Proof;
 use crate::descent::Subtree;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
-use crate::proof::single::Proof;
 
 /// Prefixes at most in one `children` request, by default: the server's
 /// limit and the client's split.

@@ -1,8 +1,8 @@
 //! The inputs of `N` lifts climbing together (see `lanes::climb`).
 
-use super::digest::Hash;
 use super::schedule::SumSchedule;
 use crate::key::Key;
+use ms_smt_core::hash::Hash;
 
 /// `N` nodes climbing `steps` levels each through one-child branches whose
 /// other child is empty: lane `l`'s node sits at level `from[l]` (at least

@@ -10,8 +10,9 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::climb::Climb;
-use super::digest::{Hash, add_hash_calls, branch_digest};
 use super::schedule::SumSchedule;
+use ms_smt_core::add_hash_calls;
+use ms_smt_core::hash::{Hash, branch_digest};
 
 /// The inputs of one branch hash: left child, right child, sum.
 #[cfg_attr(not(any(test, feature = "test-utils")), allow(dead_code))] // benches and kernel tests (test_utils)

@@ -2,21 +2,21 @@
 //! several in flight at once.
 
 mod climb;
-mod digest;
 mod lanes;
 mod schedule;
 #[cfg(target_arch = "x86_64")]
 mod shani;
 
 pub(crate) use climb::Climb;
-pub(crate) use digest::add_hash_calls;
-pub use digest::{Hash, branch_hash, hash_calls, leaf_hash};
+// One hash at a time, and the per-thread count, are ms-smt-core's.
 pub(crate) use lanes::climb;
 pub use lanes::{DEFAULT_HASH_LANES, hash_lanes, set_hash_lanes};
+pub(crate) use ms_smt_core::add_hash_calls;
+pub use ms_smt_core::hash::{Hash, branch_hash};
+pub use ms_smt_core::hash_calls;
 // The kernels' own entry points, for the benches and kernel tests.
-pub use schedule::SumSchedule;
 #[cfg(any(test, feature = "test-utils"))]
-pub use {
-    digest::sha256,
-    lanes::{BranchInput, branch_hashes, has_kernel, scheduled_hashes},
-};
+pub use lanes::{BranchInput, branch_hashes, has_kernel, scheduled_hashes};
+#[cfg(any(test, feature = "test-utils"))]
+pub use ms_smt_core::hash::{leaf_hash, sha256};
+pub use schedule::SumSchedule;

@@ -22,8 +22,8 @@ use std::arch::x86_64::{
 };
 
 use super::climb::Climb;
-use super::digest::Hash;
 use super::schedule::{K, SumSchedule};
+use ms_smt_core::hash::Hash;
 
 /// Proof that this CPU runs the SHA-NI kernels: only [`ShaNi::detect`]
 /// makes one, after checking every instruction set they use.

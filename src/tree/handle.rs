@@ -7,6 +7,8 @@ use std::time::Duration;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
+use crate::Proof;
+use crate::UpdateProof;
 use crate::audit::report::AuditReport;
 use crate::descent::{self, NodeCache};
 use crate::error::{PlanError, TreeError};
@@ -15,8 +17,6 @@ use crate::layout::{Compacted, Full, Layout};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::progress::{Meter, ProgressOperation, ProgressSink};
-use crate::proof::single::Proof;
-use crate::proof::update::UpdateProof;
 use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
 use crate::tree::fetch;
 use crate::tree::traced::Traced;

@@ -9,6 +9,9 @@ use std::ops::RangeBounds;
 
 use tracing::field::Empty;
 
+use crate::MultiProof;
+use crate::Proof;
+use crate::SumProof;
 use crate::descent::Subtree;
 use crate::error::{PlanError, TreeError};
 use crate::key::{Key, MAX_LEVEL};
@@ -17,9 +20,6 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::pin::Pin;
 use crate::position::Position;
-use crate::proof::multi::MultiProof;
-use crate::proof::single::Proof;
-use crate::proof::sum::SumProof;
 use crate::store::{PinStore, ReadAt, TreeStore};
 use crate::tree::handle::Res;
 use crate::tree::traced::Traced;

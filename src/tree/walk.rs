@@ -1,5 +1,6 @@
 //! Read walks shared by both layouts: the leaf at a key and its proof.
 
+use crate::Proof;
 use crate::descent::Subtree;
 use crate::descent::{NodeSource, sibling_sum};
 use crate::empty::is_empty_hash;
@@ -10,7 +11,6 @@ use crate::leaf::Leaf;
 use crate::lift::{Lift, lift_all, lift_tagged};
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
-use crate::proof::single::Proof;
 
 /// Walks from `root` towards `key`. Returns the leaf found (the empty leaf
 /// for an absent key) and, when `siblings` is given, fills in every sibling

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use crate::NestedProof;
 use crate::error::TreeError;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::nested::NestedProof;
 use crate::store::{ForestCommit, ForestStore};
 use crate::tree::forest::group::{self, Planning};
 use crate::tree::forest::links::{Link, Links};

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::LinkSum;
 use crate::error::LinkError;
 use crate::key::Key;
-use crate::proof::nested::LinkSum;
 
 /// A rule on names: `Some(key)` for a child, at that key.
 type Rule = dyn Fn(&str) -> Option<Key> + Send + Sync;

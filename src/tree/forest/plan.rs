@@ -14,10 +14,10 @@ use crate::key::Key;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::nested::{LinkSum, NestedLevel, NestedProof};
 use crate::store::hashing;
 use crate::tree::forest::registry::{Entry, TreeId};
 use crate::tree::walk;
+use crate::{LinkSum, NestedLevel, NestedProof};
 
 /// One submission's writes, by tree, each tree once, in the order named.
 pub(crate) type Writes<T> = Vec<(Arc<Entry<T>>, Vec<(Key, Leaf)>)>;

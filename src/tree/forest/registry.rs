@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::LinkSum;
 use crate::error::{LinkError, TreeError};
 use crate::key::Key;
 use crate::proof::MAX_NESTED_LEVELS;
-use crate::proof::nested::LinkSum;
 use crate::store::ForestStore;
 use crate::tree::forest::links::Links;
 

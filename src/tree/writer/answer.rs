@@ -10,9 +10,9 @@ use tracing::Span;
 use super::config::Counters;
 use super::handle::{ForestReceipt, Pending, SubmitError, TreeRoot};
 use super::task::Task;
+use crate::NestedProof;
 use crate::error::{PlanError, TreeError};
 use crate::layout::Layout;
-use crate::proof::nested::NestedProof;
 use crate::store::{ForestStore, TreeStore};
 use crate::tree::forest::{GroupPlan, TreeId, nested_proofs};
 

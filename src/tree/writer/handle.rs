@@ -12,13 +12,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::config::{Counters, WriterConfig, WriterStats};
 use super::task::Task;
+use crate::NestedProof;
+use crate::Proof;
 use crate::error::{PlanError, TreeError};
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::nested::NestedProof;
-use crate::proof::single::Proof;
 use crate::store::{ForestStore, OneTree, TreeStore};
 use crate::tree::forest::{Entry, Forest, Writes};
 use crate::tree::handle::Tree;

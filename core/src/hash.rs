@@ -5,10 +5,12 @@
 //! padding is a constant and the streaming `Digest` machinery is overhead.
 //! `sha2` selects its SHA-NI backend at run time on x86-64 CPUs that have it.
 
-use std::cell::Cell;
-use std::fmt;
+use alloc::string::String;
+use core::fmt;
 
 use sha2::{Digest, Sha256};
+
+use crate::count::count_call;
 
 /// A 32-byte SHA-256 node hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -44,30 +46,6 @@ impl fmt::Display for Hash {
     }
 }
 
-thread_local! {
-    static HASH_CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Number of SHA-256 evaluations made by this crate on the calling thread.
-///
-/// Benches and tests read it before and after an operation to check that each
-/// touched node is hashed once. It is per thread so concurrent tests do not
-/// disturb each other; a thread-local cell costs about a nanosecond.
-pub fn hash_calls() -> u64 {
-    HASH_CALLS.with(Cell::get)
-}
-
-/// Adds `n` evaluations made on another thread for this one (a split
-/// descent's second half), or made at once by the lanes.
-pub(crate) fn add_hash_calls(n: u64) {
-    HASH_CALLS.with(|c| c.set(c.get().wrapping_add(n)));
-}
-
-#[inline]
-fn count_call() {
-    HASH_CALLS.with(|c| c.set(c.get().wrapping_add(1)));
-}
-
 const SHA256_IV: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
@@ -79,9 +57,10 @@ pub fn branch_hash(left: &Hash, right: &Hash, sum: u64) -> Hash {
     branch_digest(left, right, sum)
 }
 
-/// [`branch_hash`] without counting: the lanes' fallback counts for itself.
+/// [`branch_hash`] without counting (feature `std`): ms-smt's lanes count
+/// a whole group of hashes at once and use this for their portable path.
 #[inline]
-pub(crate) fn branch_digest(left: &Hash, right: &Hash, sum: u64) -> Hash {
+pub fn branch_digest(left: &Hash, right: &Hash, sum: u64) -> Hash {
     let mut first = [0u8; 64];
     first[..32].copy_from_slice(&left.0);
     first[32..].copy_from_slice(&right.0);
@@ -110,8 +89,8 @@ pub fn leaf_hash(value: &[u8], sum: u64) -> Hash {
     Hash(h.finalize().into())
 }
 
-/// Plain SHA-256 of a byte string; the floor bench compares it with [`branch_hash`].
-#[cfg_attr(not(feature = "test-utils"), allow(dead_code))]
+/// Plain SHA-256 of a byte string; ms-smt's floor bench compares it with
+/// [`branch_hash`].
 pub fn sha256(data: &[u8]) -> Hash {
     count_call();
     Hash(Sha256::digest(data).into())
@@ -120,6 +99,7 @@ pub fn sha256(data: &[u8]) -> Hash {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec::Vec;
 
     #[test]
     fn branch_hash_matches_streaming_sha256() {
@@ -130,13 +110,5 @@ mod tests {
         pre.extend_from_slice(&r.0);
         pre.extend_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
         assert_eq!(branch_hash(&l, &r, 0x0102_0304_0506_0708), sha256(&pre));
-    }
-
-    #[test]
-    fn counter_counts_calls() {
-        let before = hash_calls();
-        let _ = leaf_hash(b"a", 1);
-        let _ = branch_hash(&Hash::default(), &Hash::default(), 0);
-        assert_eq!(hash_calls() - before, 2);
     }
 }

@@ -1,6 +1,8 @@
 //! Compressed proofs and their wire format (spec §4.3-4.5).
 #![allow(clippy::arithmetic_side_effects)] // byte offsets only; no sums here
 
+use alloc::vec::Vec;
+
 use crate::empty::empty_hash;
 use crate::hash::Hash;
 use crate::key::MAX_LEVEL;

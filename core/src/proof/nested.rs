@@ -12,6 +12,9 @@
 //! `u8 levels above the first | proof | (key[32] | sum | proof)*` where
 //! `sum` is `0x00` (the child's root sum) or `0x01 | u64be` (a fixed sum).
 
+use alloc::vec;
+use alloc::vec::Vec;
+
 use crate::error::SumOverflow;
 use crate::key::Key;
 use crate::leaf::Leaf;

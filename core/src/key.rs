@@ -1,8 +1,9 @@
 //! 32-byte leaf keys and their LSB-first bit order (spec §1.1).
 
-use std::cmp::Ordering;
-use std::fmt;
-use std::str::FromStr;
+use alloc::string::String;
+use core::cmp::Ordering;
+use core::fmt;
+use core::str::FromStr;
 
 /// Number of levels below the root; leaves sit at this level.
 pub const MAX_LEVEL: usize = 256;
@@ -105,7 +106,6 @@ impl fmt::Display for Key {
     }
 }
 
-/// Why a hex string is not a key.
 /// Keys order as the tree holds them ([`Key::tree_cmp`]: by bit 0, then
 /// bit 1, ...), so a sorted map of keys iterates in tree order.
 impl Ord for Key {
@@ -120,14 +120,41 @@ impl PartialOrd for Key {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why a hex string is not a key ([`Key`]'s [`FromStr`]).
+#[derive(Debug, Clone, PartialEq)]
 pub enum KeyParseError {
     /// Not valid hex.
-    #[error("key is not valid hex: {0}")]
-    Hex(#[from] hex::FromHexError),
+    Hex(hex::FromHexError),
     /// Valid hex of the wrong length.
-    #[error("key must be 32 bytes, got {0}")]
     Length(usize),
+}
+
+impl From<hex::FromHexError> for KeyParseError {
+    fn from(e: hex::FromHexError) -> Self {
+        KeyParseError::Hex(e)
+    }
+}
+
+impl fmt::Display for KeyParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyParseError::Hex(e) => write!(f, "key is not valid hex: {e}"),
+            KeyParseError::Length(n) => write!(f, "key must be 32 bytes, got {n}"),
+        }
+    }
+}
+
+/// Written out rather than derived: `hex`'s error is a
+/// [`core::error::Error`] (and so a source) only with `hex`'s `std`
+/// feature, which this crate's `std` feature turns on.
+impl core::error::Error for KeyParseError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            #[cfg(feature = "std")]
+            KeyParseError::Hex(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl FromStr for Key {

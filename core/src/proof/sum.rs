@@ -55,9 +55,10 @@
 //! ```
 #![allow(clippy::arithmetic_side_effects)] // levels and byte offsets; sums use checked adds
 
-use std::ops::{Bound, RangeBounds};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::{Bound, RangeBounds};
 
-use crate::descent::{NodeSource, sibling_sum};
 use crate::empty::empty_hash;
 use crate::error::{PlanError, SumOverflow};
 use crate::hash::{Hash, branch_hash};
@@ -65,6 +66,7 @@ use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
 use crate::position::Position;
+use crate::source::{NodeSource, sibling_sum};
 use crate::sum;
 
 /// Most slots a header can name (10 bits). A range needs at most 515.
@@ -77,8 +79,8 @@ const NODE_LEN: usize = 40;
 /// A proof that the leaves under a prefix ([`Position`]) or in a key range
 /// add up to a total, against a root (hash and sum) alone.
 ///
-/// Made by [`View::prefix_sum_proof`](crate::View::prefix_sum_proof) and
-/// [`View::range_sum_proof`](crate::View::range_sum_proof); checked by
+/// Made by ms-smt's `View::prefix_sum_proof` and
+/// `View::range_sum_proof`; checked by
 /// [`verify_prefix`](Self::verify_prefix) and
 /// [`verify_range`](Self::verify_range), which derive the covering
 /// subtrees from the range themselves (see the module source for the
@@ -317,7 +319,7 @@ impl SumProof {
 
     /// The first and last keys of `range` in tree order: the paths a
     /// producer must read. `None` for an empty range (the root suffices).
-    pub(crate) fn boundary_keys(range: &impl RangeBounds<Key>) -> Option<[Key; 2]> {
+    pub fn boundary_keys(range: &impl RangeBounds<Key>) -> Option<[Key; 2]> {
         span(range).map(|s| [s.first, s.last])
     }
 

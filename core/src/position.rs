@@ -5,7 +5,8 @@
 //! shared between two places and a delete can never remove a node another
 //! position still uses.
 
-use std::fmt;
+use alloc::string::String;
+use core::fmt;
 
 use crate::key::{Key, MAX_LEVEL};
 

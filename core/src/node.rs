@@ -5,8 +5,8 @@ use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 
-/// A node reduced to its hash and sum: what proofs carry as siblings and what
-/// [`root`](crate::CompactedTree::root) returns (Go's `ComputedNode`).
+/// A node reduced to its hash and sum: what proofs carry as siblings and
+/// what a tree's root is (Go's `ComputedNode`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct ComputedNode {
     /// The node hash.
@@ -93,8 +93,9 @@ pub fn compacted_hash(level: usize, key: &Key, leaf: &Leaf) -> Hash {
 }
 
 /// Lifts a node at level `from` up to level `to` through one-child branches
-/// whose other side is empty, taking sides from `key`.
-pub(crate) fn lift(mut hash: Hash, sum: u64, key: &Key, from: usize, to: usize) -> Hash {
+/// whose other side is empty, taking sides from `key` (one branch hash
+/// per level).
+pub fn lift(mut hash: Hash, sum: u64, key: &Key, from: usize, to: usize) -> Hash {
     for level in (to..from).rev() {
         let empty = empty_hash(level + 1);
         hash = if key.bit(level) {

@@ -1,5 +1,8 @@
 //! Leaves: a value and a sum (spec §1.2).
 
+use alloc::vec::Vec;
+use core::fmt;
+
 use crate::hash::{Hash, leaf_hash};
 
 /// A leaf: an arbitrary byte value and a u64 sum.
@@ -56,8 +59,8 @@ impl Leaf {
     }
 }
 
-impl std::fmt::Debug for Leaf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Leaf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Leaf")
             .field("value", &hex::encode(&self.value))
             .field("sum", &self.sum)

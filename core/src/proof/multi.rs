@@ -2,13 +2,15 @@
 //! node sent once. The model, sibling order and wire format are documented
 //! on [`MultiProof`].
 
-use crate::descent::NodeSource;
+use alloc::vec::Vec;
+
 use crate::empty::is_empty_hash;
 use crate::error::{PlanError, SumOverflow};
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node, compacted_hash};
+use crate::source::NodeSource;
 use crate::sum;
 
 /// Bytes of the header: three `be64` counts.
@@ -153,7 +155,7 @@ pub enum MultiDecodeError {
 
 impl MultiProof {
     /// The proof for `keys` under `root`, read from stored nodes as
-    /// [`Tree::merkle_proof`](crate::Tree::merkle_proof) reads one key's.
+    /// ms-smt's `Tree::merkle_proof` reads one key's.
     /// Keys may repeat and come in any order; present and absent keys mix.
     pub fn from_source<R: NodeSource>(
         source: &R,
@@ -171,7 +173,7 @@ impl MultiProof {
         root: &ComputedNode,
         keys: &[Key],
     ) -> Result<(MultiProof, Vec<(Key, Leaf)>), PlanError> {
-        let keys = crate::descent::sorted_keys(keys);
+        let keys = crate::batch::sorted_keys(keys);
         let mut builder = Builder {
             source,
             bits: Vec::new(),
@@ -486,7 +488,7 @@ impl<'s, R: NodeSource> Builder<'s, R> {
                     }
                     let (next, sibling) = if goes_right { (r, l) } else { (l, r) };
                     let sibling_sum =
-                        crate::descent::sibling_sum(self.source, child, &sibling, sum, &next)?;
+                        crate::source::sibling_sum(self.source, child, &sibling, sum, &next)?;
                     self.push(child, ComputedNode::new(sibling, sibling_sum));
                     view = self.resolve(child, next, first)?;
                 }
@@ -685,7 +687,8 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descent::NodeCache;
+    use alloc::collections::BTreeMap;
+    use alloc::vec;
 
     fn key(byte0: u8) -> Key {
         let mut k = [0u8; 32];
@@ -697,7 +700,7 @@ mod tests {
     /// and `b` (1): the root's left child is a branch over compacted leaves
     /// at level 2, its right child the compacted leaf of `b` at level 1.
     struct Hand {
-        cache: NodeCache,
+        cache: BTreeMap<Hash, Node>,
         root: ComputedNode,
         a: (Key, Leaf),
         b: (Key, Leaf),
@@ -713,7 +716,7 @@ mod tests {
         let hb = compacted_hash(1, &b.0, &b.1);
         let hl = branch_hash(&ha, &hc, 4);
         let root = ComputedNode::new(branch_hash(&hl, &hb, 6), 6);
-        let mut cache = NodeCache::new();
+        let mut cache = BTreeMap::new();
         for (k, l, h) in [(&a, ha), (&b, hb), (&c, hc)].map(|(x, h)| (x.0, x.1.clone(), h)) {
             cache.insert(h, Node::Compacted { key: k, leaf: l });
         }
@@ -781,7 +784,7 @@ mod tests {
             Err(MultiProofError::DuplicateKey { key: t.a.0 })
         );
         assert_eq!(
-            proof.root(std::slice::from_ref(&t.a)),
+            proof.root(core::slice::from_ref(&t.a)),
             Err(MultiProofError::KeyCountMismatch { proof: 2, given: 1 })
         );
         // Keys of another trie shape (a and c split at level 1, not 0).
@@ -821,7 +824,7 @@ mod tests {
         assert_eq!(proof.encode().len(), HEADER_LEN + 1 + NODE_LEN);
 
         let empty = ComputedNode::empty_root();
-        let proof = MultiProof::from_source(&NodeCache::new(), &empty, &[]).unwrap();
+        let proof = MultiProof::from_source(&BTreeMap::new(), &empty, &[]).unwrap();
         assert_eq!(proof.bitmap(), &[1]);
         assert_eq!(proof.root(&[]), Ok(empty));
     }
@@ -830,7 +833,7 @@ mod tests {
     fn absent_keys_in_an_empty_tree() {
         let empty = ComputedNode::empty_root();
         let keys = [key(0), key(1), Key([0xff; 32])];
-        let proof = MultiProof::from_source(&NodeCache::new(), &empty, &keys).unwrap();
+        let proof = MultiProof::from_source(&BTreeMap::new(), &empty, &keys).unwrap();
         assert!(proof.explicit_siblings().is_empty());
         let leaves: Vec<(Key, Leaf)> = keys.iter().map(|k| (*k, Leaf::empty())).collect();
         assert_eq!(proof.root(&leaves), Ok(empty));
@@ -928,7 +931,7 @@ mod tests {
         bad.nodes.insert(2, ComputedNode::empty(9));
         let bad = MultiProof::decode(&bad.encode()).unwrap();
         assert_eq!(
-            bad.root(std::slice::from_ref(&t.a)),
+            bad.root(core::slice::from_ref(&t.a)),
             Err(MultiProofError::NonCanonicalEmpty { index: 8, level: 9 })
         );
     }

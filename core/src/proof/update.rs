@@ -2,12 +2,14 @@
 //! compute the root after a batch (supply commitments). Documented on
 //! [`UpdateProof`].
 
-use crate::descent::NodeSource;
+use alloc::vec::Vec;
+
 use crate::error::{PlanError, SumOverflow};
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::proof::multi::{MultiDecodeError, MultiProof, MultiProofError};
+use crate::source::NodeSource;
 
 /// The old leaves at a batch's keys and their [`MultiProof`] against the
 /// old root: what a verifier who knows only the old root needs to compute
@@ -99,7 +101,7 @@ impl UpdateProof {
     }
 
     /// The root after `batch` (in any order; the last occurrence of a key
-    /// wins, as in [`Tree::insert_many`](crate::Tree::insert_many)), once
+    /// wins, as in ms-smt's `Tree::insert_many`), once
     /// the old leaves are shown to sit under `old_root`.
     pub fn new_root(
         &self,
@@ -108,7 +110,7 @@ impl UpdateProof {
     ) -> Result<ComputedNode, UpdateProofError> {
         // In tree order, one entry per key, the last occurrence winning, as
         // `insert_many` prepares it (tests/multiproof.rs repeats keys).
-        let items: Vec<(Key, &Leaf)> = crate::descent::prepare(batch)
+        let items: Vec<(Key, &Leaf)> = crate::batch::prepare(batch)
             .into_iter()
             .map(|item| (item.key, item.leaf))
             .collect();

@@ -1,6 +1,9 @@
 //! The single-key proof: 256 siblings, verification, and compression.
 #![deny(clippy::arithmetic_side_effects)]
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
 use crate::empty::empty_hash;
 use crate::error::SumOverflow;
 use crate::hash::branch_hash;
@@ -55,8 +58,9 @@ impl Proof {
         &self.nodes[..]
     }
 
-    /// Sets the sibling that sits at `level` (1..=256).
-    pub(crate) fn set_sibling(&mut self, level: usize, node: ComputedNode) {
+    /// Sets the sibling that sits at `level` (1..=256; other levels change
+    /// nothing): how a walk down a tree fills in a proof.
+    pub fn set_sibling(&mut self, level: usize, node: ComputedNode) {
         // level is 1..=256 on every caller's path: index 255..=0.
         if let Some(slot) = MAX_LEVEL
             .checked_sub(level)
