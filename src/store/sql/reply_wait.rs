@@ -26,14 +26,17 @@ use std::time::Duration;
 
 use super::error::{Res, SqlStoreError};
 
-/// The default bound on a Postgres reply: 30 s, as sqlx's pool acquire
-/// timeout. Far above any one statement of this crate on a live server (a
-/// commit of a 10^5-leaf group writes its rows in well under a second),
-/// far below "forever".
-pub const DEFAULT_POSTGRES_REPLY_WAIT: Duration = Duration::from_secs(30);
+/// The default bound on a Postgres reply: 120 s. Far below "forever", and
+/// above the longest single statement of a large batch: one `insert_many`
+/// of 10^5 leaves spends ~6 s in its statements on this project's test
+/// machine, and its path walk and its write are one statement each, so a
+/// batch of 10^6 in one call needs tens of seconds for one statement.
+/// Lower it where a frozen primary must be noticed sooner (through
+/// HAProxy the sessions are cut within seconds anyway).
+pub const DEFAULT_POSTGRES_REPLY_WAIT: Duration = Duration::from_secs(120);
 
 /// The bound in milliseconds; `u64::MAX` is "no bound".
-static REPLY_WAIT_MS: AtomicU64 = AtomicU64::new(30_000);
+static REPLY_WAIT_MS: AtomicU64 = AtomicU64::new(DEFAULT_POSTGRES_REPLY_WAIT.as_secs() * 1000);
 
 /// Sets how long any Postgres round trip of this process waits for the
 /// server's reply (`None`: without bound, the behaviour of sqlx). Applies
