@@ -23,7 +23,7 @@ use std::time::Duration;
 use ms_smt::store::PostgresStore;
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use support::proxy::{Gate, through_proxy};
-use support::submitters::{assert_all_there, submit_until};
+use support::submitters::{assert_all_there, assert_no_errors, direct_tree, submit_until};
 use support::{pg_url, unique};
 
 /// Runs submitters for 0.5 s, cuts the proxy for `cut`, lets them run
@@ -64,12 +64,7 @@ async fn around_a_cut(
     writer.close().await;
     let stats = writer.stats();
     // Read back on a connection of its own, not through the proxy.
-    let direct = CompactedTree::new(
-        PostgresStore::connect(&url)
-            .await
-            .expect("connect")
-            .open_namespace(&ns),
-    );
+    let direct = direct_tree(&url, &ns).await;
     Some((acked, errors, stats, direct))
 }
 
@@ -90,11 +85,7 @@ async fn writer_waits_out_an_outage() {
         errors.len(),
         stats.recovered
     );
-    assert!(
-        errors.is_empty(),
-        "answered errors: {:?}",
-        &errors[..errors.len().min(5)]
-    );
+    assert_no_errors(&errors);
     assert!(stats.recovered >= 1, "no recovery counted: {stats:?}");
     assert!(!acked.is_empty());
     assert_all_there(&tree, &acked).await;

@@ -28,7 +28,7 @@ use ms_smt::store::{PostgresStore, SqlStoreError, set_postgres_reply_wait};
 use ms_smt::{CompactedTree, Leaf, TreeError, WriterConfig};
 use sqlx::postgres::PgPoolOptions;
 use support::proxy::{Gate, through_proxy};
-use support::submitters::{assert_all_there, submit_until};
+use support::submitters::{assert_all_there, assert_no_errors, direct_tree, submit_until};
 use support::{hkey, pg_url, unique};
 
 const WAIT: Duration = Duration::from_secs(2);
@@ -126,19 +126,10 @@ async fn a_frozen_server_is_answered_in_bounded_time() {
         errors.len(),
         stats.recovered
     );
-    assert!(
-        errors.is_empty(),
-        "answered errors: {:?}",
-        &errors[..errors.len().min(5)]
-    );
+    assert_no_errors(&errors);
     assert!(!acked.is_empty());
     // Read back on a connection of its own, not through the proxy.
-    let direct = CompactedTree::new(
-        PostgresStore::connect(&url)
-            .await
-            .expect("connect")
-            .open_namespace(&ns),
-    );
+    let direct = direct_tree(&url, &ns).await;
     assert_all_there(&direct, &acked).await;
     assert_all_there(&direct, &[before[0].clone(), after]).await;
 }

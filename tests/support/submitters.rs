@@ -61,3 +61,23 @@ pub async fn assert_all_there(tree: &CompactedTree<PostgresStore>, acked: &[(Key
     assert_eq!(missing, 0, "acknowledged leaves missing");
     assert_audit_clean(tree, "after the cut").await;
 }
+
+/// No submission was answered with an error (the first few shown).
+pub fn assert_no_errors(errors: &[String]) {
+    assert!(
+        errors.is_empty(),
+        "answered errors: {:?}",
+        &errors[..errors.len().min(5)]
+    );
+}
+
+/// The tree `ns` at `url`, on a connection of its own (not through a
+/// proxy), to read back what was acknowledged.
+pub async fn direct_tree(url: &str, ns: &str) -> CompactedTree<PostgresStore> {
+    CompactedTree::new(
+        PostgresStore::connect(url)
+            .await
+            .expect("connect")
+            .open_namespace(ns),
+    )
+}
