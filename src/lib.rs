@@ -135,6 +135,7 @@ pub use tree::{
     Writer, WriterConfig, WriterStats,
 };
 pub use universe::{
-    Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError, Import, ImportError,
-    LeafEntry, Leaves, SyncError, SyncPeer, SyncReport, Trunk,
+    ChangePeer, Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError,
+    FollowError, FollowReport, Import, ImportError, LeafEntry, Leaves, PageError, ProvenPage,
+    SyncError, SyncPeer, SyncReport, Trunk,
 };

@@ -33,7 +33,7 @@
 // that audit reports name are used.
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Hasher of the merge's maps (keys are positions and row paths, not
 /// attacker-chosen in a way that matters for a per-batch map).
@@ -42,7 +42,7 @@ type Fast = foldhash::fast::RandomState;
 /// Decoded rows by key.
 pub type RowMap = HashMap<RowKey, Row, Fast>;
 
-use crate::descent::UpdateBatch;
+use crate::descent::{LeafChange, UpdateBatch};
 use crate::empty::empty_hash;
 use crate::hash::{Hash, branch_hash};
 use crate::key::{Key, MAX_LEVEL};
@@ -624,6 +624,10 @@ pub struct Merged {
     /// Every touched row that is not empty after the batch (rows of the
     /// new tree), with its hashes computed.
     pub rows: Vec<(RowKey, Row)>,
+    /// The keys whose leaves the batch changed, in key order, each with
+    /// its old and new leaf: what the change feed's journal records. A
+    /// compacted leaf that only moved is not a change.
+    pub leaves: Vec<LeafChange>,
 }
 
 /// [`apply`] given the batch's [`touched_rows`], also handing back the
@@ -741,6 +745,7 @@ pub fn apply_keeping_rows(
             });
         }
     }
+    let leaves = leaf_changes(&removed, &placed);
     let mut changes = Vec::with_capacity(keys.len());
     let mut merged = Vec::with_capacity(keys.len());
     for key in keys {
@@ -756,7 +761,59 @@ pub fn apply_keeping_rows(
     Ok(Merged {
         changes,
         rows: merged,
+        leaves,
     })
+}
+
+/// The leaves the deletes took out and the inserts placed, netted per key:
+/// a leaf that only moved (a compacted leaf pulled up or pushed down)
+/// cancels out.
+fn leaf_changes(
+    removed: &HashMap<Position, Slot, Fast>,
+    placed: &[(Position, Hash, &Node, RowKey)],
+) -> Vec<LeafChange> {
+    let mut by_key: BTreeMap<Key, (Leaf, Leaf)> = BTreeMap::new();
+    for (pos, slot) in removed {
+        let (key, leaf) = match slot {
+            Slot::Compacted { key, leaf, .. } => (leaf_key(pos, key), leaf),
+            Slot::Leaf { leaf, .. } => (*pos.path(), leaf),
+            Slot::Inner | Slot::Bottom { .. } => continue,
+        };
+        by_key
+            .entry(key)
+            .or_insert_with(|| (Leaf::empty(), Leaf::empty()))
+            .0 = leaf.clone();
+    }
+    for (pos, _, node, _) in placed {
+        let (key, leaf) = match node {
+            Node::Compacted { key, leaf } => (leaf_key(pos, key), leaf),
+            Node::Leaf(leaf) => (*pos.path(), leaf),
+            Node::Branch { .. } => continue,
+        };
+        by_key
+            .entry(key)
+            .or_insert_with(|| (Leaf::empty(), Leaf::empty()))
+            .1 = leaf.clone();
+    }
+    by_key
+        .into_iter()
+        .filter(|(_, (old, new))| old != new)
+        .map(|(key, (old, new))| LeafChange { key, old, new })
+        .collect()
+}
+
+/// The whole key of a leaf stored at `pos` as `low`: the bits above the
+/// position's level are where it sits (a node keeps only the bits from
+/// its level down meaningful), the rest its own.
+fn leaf_key(pos: &Position, low: &Key) -> Key {
+    let level = pos.level();
+    let whole = level / 8;
+    let mut key = *low;
+    key.0[..whole].copy_from_slice(&pos.path().0[..whole]);
+    for d in whole * 8..level {
+        key = key.with_bit(d, pos.path().bit(d));
+    }
+    key
 }
 
 /// Net changes per position: a node the batch places and then moves on

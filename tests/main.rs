@@ -21,6 +21,7 @@ mod props;
 mod ambiguous;
 mod audit;
 mod cancellation;
+mod changes;
 #[cfg(all(feature = "cli", feature = "sqlite", feature = "postgres"))]
 mod cli;
 #[cfg(all(feature = "cli", feature = "sqlite", feature = "postgres"))]

@@ -3,8 +3,22 @@
 use std::collections::HashMap;
 
 use crate::hash::Hash;
+use crate::key::Key;
+use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::position::Position;
+
+/// What one commit did to one key: its leaf before and after (the empty
+/// leaf: absent). The change feed's journal records these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafChange {
+    /// The key.
+    pub key: Key,
+    /// Its leaf before the commit.
+    pub old: Leaf,
+    /// Its leaf after the commit.
+    pub new: Leaf,
+}
 
 /// Everything one write changes, produced by the read phase and applied by
 /// [`TreeStore::commit`](crate::store::TreeStore::commit) in one atomic step.

@@ -14,7 +14,7 @@ mod source;
 mod subtree;
 mod trees;
 
-pub use batch::{NetChange, UpdateBatch};
+pub use batch::{LeafChange, NetChange, UpdateBatch};
 pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many, set_descent_threads};
 pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;

@@ -26,6 +26,7 @@
 mod blocking;
 mod counters;
 mod forest;
+mod journal;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod locked;
 mod memory;
@@ -41,6 +42,7 @@ pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
 pub(crate) use forest::OneTree;
 pub use forest::{ForestCommit, ForestStore, PathRead, TreeUpdate};
+pub use journal::{Change, ChangePage, JournalState, JournalStore, Retention};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 /// For the tapd source and export statements (built with both engines only).

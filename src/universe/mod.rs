@@ -4,6 +4,7 @@
 //! copy (`copy`), verifiable export and import (`export`), and the audit
 //! of a forest's links (`links`).
 
+mod changes;
 mod copy;
 mod diff;
 mod export;
@@ -11,6 +12,7 @@ mod iter;
 mod links;
 mod sync;
 
+pub use changes::{ChangePeer, FollowError, FollowReport, PageError, ProvenPage};
 pub use copy::{CopyError, CopyReport};
 pub use diff::{Diff, DiffEntry};
 pub use export::{Chunk, ExportError, Import, ImportError, Trunk};

@@ -14,6 +14,7 @@ use sqlx::{Connection, Database, Encode, SqlStr, Transaction, Type};
 use super::error::Res;
 use super::reply_wait::Bounded;
 use super::space::{NamespaceState, NsInfo, NsState};
+use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 use crate::store::PathStart;
@@ -23,8 +24,8 @@ use crate::strata::{RowChange, RowKey};
 pub type Migration = (i64, &'static str, &'static str);
 
 /// A namespace row as [`Dialect::namespace_rows`] returns it: name, id,
-/// height, root hash and sum (both NULL when empty), version, and the
-/// newest pinned version.
+/// height, root hash and sum (both NULL when empty), version, the newest
+/// pinned version, and the version the change journal starts at.
 pub type NamedRow = (
     String,
     i64,
@@ -32,6 +33,7 @@ pub type NamedRow = (
     Option<Vec<u8>>,
     Option<i64>,
     i64,
+    Option<i64>,
     Option<i64>,
 );
 
@@ -72,6 +74,9 @@ pub struct CommitRows<'a> {
     pub state: NsState,
     /// The rows to write and delete.
     pub changes: Vec<RowChange>,
+    /// The leaves the commit changed, for the change journal (empty when
+    /// the namespace keeps none).
+    pub leaves: Vec<LeafChange>,
     /// The root after the commit.
     pub new_root: ComputedNode,
 }
@@ -128,6 +133,9 @@ pub trait Dialect: Connection + Sized + 'static {
     /// and none otherwise, so a read-only check can tell a database this
     /// crate never migrated.
     const HAS_LEDGER: &'static str;
+    /// An SQL expression for the current time in whole seconds since the
+    /// Unix epoch (the change journal's timestamps).
+    const UNIX_NOW: &'static str;
 
     /// `round_trip`, one exchange with the server (a statement, `BEGIN`,
     /// `COMMIT`, `ROLLBACK`), under the engine's bound on the reply:

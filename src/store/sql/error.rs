@@ -58,6 +58,13 @@ pub enum SqlStoreError {
         /// The version asked for.
         version: u64,
     },
+    /// A change journal row holds a key that is not 32 bytes (the row is
+    /// corrupt).
+    #[error("a change journal row holds a {len}-byte key")]
+    CorruptJournal {
+        /// The key's length.
+        len: usize,
+    },
     /// A stored version number is negative (the row is corrupt).
     #[error("stored version {0} is negative")]
     BadVersion(i64),

@@ -1,6 +1,7 @@
 //! The SQL handles, generic over the engine: [`SqlStore`] on a pool and
 //! [`SqlTxStore`] on a caller's open transaction.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use sqlx::SqlSafeStr;
@@ -8,6 +9,7 @@ use tokio::sync::Mutex;
 
 use super::dialect::{Dialect, begin_write};
 use super::error::{Res, SqlStoreError};
+use super::journal;
 use super::ops;
 use super::reads;
 use super::savepoint::Savepoint;
@@ -27,8 +29,8 @@ use crate::position::Position;
 use crate::progress::ProgressSink;
 use crate::store::locked::write_planned;
 use crate::store::{
-    BulkStore, CommitOutcome, DEFAULT_RECENT_NODES, PathStart, PinStore, ReadAt, RecentNodes,
-    StoreStats, TreeStore,
+    BulkStore, ChangePage, CommitOutcome, DEFAULT_RECENT_NODES, JournalState, JournalStore,
+    PathStart, PinStore, ReadAt, RecentNodes, Retention, StoreStats, TreeStore,
 };
 use crate::strata::StratumHeight;
 
@@ -464,6 +466,65 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         ops::scan_rows_on(&mut **self.conn.lock().await, &self.space, &mut audit).await?;
         Ok(Some(audit.finish()))
+    }
+}
+
+impl<C: Dialect> SqlStore<C> {
+    /// Runs `work` in one read transaction (one snapshot on Postgres; on
+    /// SQLite a read transaction sees one state of the file).
+    async fn snapshot<T, W>(&self, work: W) -> Res<T>
+    where
+        W: for<'a> FnOnce(
+            &'a mut C,
+            &'a NamespaceState,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Res<T>> + Send + 'a>>,
+    {
+        let mut conn = TxConnection::acquire(&self.pool).await?;
+        let mut tx = C::bounded(conn.conn().begin()).await?;
+        if let Some(sql) = C::SNAPSHOT {
+            tx.execute(sql.into_sql_str(), &[]).await?;
+        }
+        let out = work(&mut *tx, &self.space).await?;
+        C::bounded(tx.commit()).await?;
+        conn.release();
+        Ok(out)
+    }
+}
+
+impl<C: Dialect> JournalStore for SqlStore<C> {
+    async fn enable_journal(&self) -> Res<JournalState> {
+        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
+            Box::pin(journal::enable_on(conn, space))
+        })
+        .await
+    }
+
+    async fn disable_journal(&self) -> Res<()> {
+        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
+            Box::pin(journal::disable_on(conn, space))
+        })
+        .await
+    }
+
+    async fn journal(&self) -> Res<Option<JournalState>> {
+        journal::state_on(&mut *self.pool.acquire().await?, &self.space).await
+    }
+
+    async fn changes(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
+        self.snapshot(move |conn, space| Box::pin(journal::changes_on(conn, space, since, limit)))
+            .await
+    }
+
+    async fn version_of(&self, root: &ComputedNode) -> Res<Option<u64>> {
+        journal::version_of_on(&mut *self.pool.acquire().await?, &self.space, root).await
+    }
+
+    async fn prune_journal(&self, retention: &Retention) -> Res<u64> {
+        let retention = *retention;
+        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
+            Box::pin(async move { journal::prune_on(conn, space, &retention).await })
+        })
+        .await
     }
 }
 

@@ -5,6 +5,7 @@ mod dialect;
 mod error;
 mod forest;
 mod handle;
+mod journal;
 mod listing;
 mod ops;
 #[cfg(feature = "sqlite")]

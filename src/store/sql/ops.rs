@@ -19,7 +19,17 @@ use crate::strata::{self, StratumHeight};
 
 /// A namespace row: id, height, root hash and sum (both NULL when empty),
 /// version, and the newest pinned version.
-type NamespaceRow = (i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
+/// A namespace row: id, height, root hash and sum, version, newest pinned
+/// version, and the version its change journal starts at (NULL: off).
+type NamespaceRow = (
+    i64,
+    i64,
+    Option<Vec<u8>>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
 
 /// A pin row: name, version, root hash and sum (NULL for an empty tree).
 type PinRow = (String, i64, Option<Vec<u8>>, Option<i64>);
@@ -34,7 +44,7 @@ pub(crate) async fn load_state<C: Dialect>(
     let row: Option<NamespaceRow> = fetch_optional(
         conn,
         "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, version, \
-            (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+            (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
          FROM ms_smt_namespaces n WHERE name = $1"
             .into_sql_str(),
         &[Arg::Text(&space.name)],
@@ -46,7 +56,7 @@ pub(crate) async fn load_state<C: Dialect>(
 /// Decodes a namespace row (`None`: no such namespace) and refreshes the
 /// handle's id and height with it.
 fn ns_state(space: &NamespaceState, row: Option<NamespaceRow>) -> Res<Option<NsState>> {
-    let Some((id, height, hash, sum, version, max_pin)) = row else {
+    let Some((id, height, hash, sum, version, max_pin, journal)) = row else {
         space.info.set(None);
         return Ok(None);
     };
@@ -61,6 +71,7 @@ fn ns_state(space: &NamespaceState, row: Option<NamespaceRow>) -> Res<Option<NsS
         root: decode_root(&space.name, hash.zip(sum))?,
         version,
         max_pin,
+        journal,
     }))
 }
 
@@ -77,7 +88,7 @@ pub(crate) async fn load_states<C: Dialect>(
         .namespace_rows(spaces)
         .await?
         .into_iter()
-        .map(|(name, id, h, hash, sum, v, pin)| (name, (id, h, hash, sum, v, pin)))
+        .map(|(name, id, h, hash, sum, v, pin, j)| (name, (id, h, hash, sum, v, pin, j)))
         .collect();
     spaces
         .iter()
@@ -108,7 +119,10 @@ pub(crate) async fn namespace<C: Dialect>(
 }
 
 /// The namespace's row inside a write transaction, created if missing.
-async fn state_for_write<C: Dialect>(conn: &mut C, space: &NamespaceState) -> Res<NsState> {
+pub(crate) async fn state_for_write<C: Dialect>(
+    conn: &mut C,
+    space: &NamespaceState,
+) -> Res<NsState> {
     let mut states = states_for_write(conn, &[space]).await?;
     states.pop().ok_or(SqlStoreError::NamespaceVanished)
 }
@@ -215,12 +229,18 @@ pub(crate) async fn commit_many_on<C: Dialect>(
         } else {
             stored.next().unwrap_or_default()
         };
-        let changes = merge(part.space, state.info.height, part.batch, keys, known, rows)?;
+        let (changes, leaves) =
+            merge(part.space, state.info.height, part.batch, keys, known, rows)?;
         part.space.fail("merged")?;
         commits.push(CommitRows {
             space: part.space,
             state,
             changes,
+            leaves: if state.journal.is_some() {
+                leaves
+            } else {
+                Vec::new()
+            },
             new_root: part.batch.new_root,
         });
     }
@@ -239,7 +259,12 @@ pub(crate) async fn delete_all_on<C: Dialect>(conn: &mut C, space: &NamespaceSta
         return Ok(());
     };
     space.memo_clear();
-    conn.clear(space, &state).await
+    conn.clear(space, &state).await?;
+    if state.journal.is_some() {
+        let version = state.version.saturating_add(1);
+        super::journal::restart_on(conn, space, state.info.id, version).await?;
+    }
+    Ok(())
 }
 
 fn decode_pin(space: &NamespaceState, (name, version, hash, sum): PinRow) -> Res<Pin> {
@@ -595,7 +620,10 @@ async fn delete_vacant_row<C: Dialect>(conn: &mut C, space: &NamespaceState, id:
 
 /// True when the namespace holds no tree, no rows and no pins.
 async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsState) -> Res<bool> {
-    if state.root != ComputedNode::empty_root() || state.max_pin.is_some() {
+    if state.root != ComputedNode::empty_root()
+        || state.max_pin.is_some()
+        || state.journal.is_some()
+    {
         return Ok(false);
     }
     space.counters.round_trip(1);

@@ -35,6 +35,7 @@ use super::reply_wait::{self, Bounded};
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
+use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 use crate::strata::{RowChange, RowKey, StratumHeight};
@@ -77,6 +78,37 @@ const VERSIONS_AND_PINS: Migration = (
         body BYTEA NOT NULL,
         PRIMARY KEY (ns, path, depth, from_version)
     );",
+);
+
+/// Version 5: the change journal (`journal.rs`).
+///
+/// A namespace's `journal_from` is NULL while it keeps no journal, else the
+/// version the journal starts at. Each commit after it writes one row per
+/// key it changed (old and new leaf; an absent leaf is an empty value with
+/// sum 0) and one row with its root and time, in the commit's statement.
+const CHANGE_JOURNAL: Migration = (
+    5,
+    "the change journal",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN journal_from BIGINT;
+    CREATE TABLE ms_smt_changes (
+        ns BIGINT NOT NULL,
+        version BIGINT NOT NULL,
+        key BYTEA NOT NULL,
+        old_value BYTEA NOT NULL,
+        old_sum BIGINT NOT NULL,
+        new_value BYTEA NOT NULL,
+        new_sum BIGINT NOT NULL,
+        PRIMARY KEY (ns, version, key)
+    );
+    CREATE TABLE ms_smt_versions (
+        ns BIGINT NOT NULL,
+        version BIGINT NOT NULL,
+        root_hash BYTEA,
+        root_sum BIGINT,
+        at BIGINT NOT NULL,
+        PRIMARY KEY (ns, version)
+    );
+    CREATE INDEX ms_smt_versions_root ON ms_smt_versions (ns, root_hash);",
 );
 
 /// Path walks with at least this many starts turn JIT off for themselves
@@ -143,6 +175,7 @@ impl Dialect for PgConnection {
             );",
         ),
         VERSIONS_AND_PINS,
+        CHANGE_JOURNAL,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,
@@ -154,6 +187,7 @@ impl Dialect for PgConnection {
     const SAVEPOINTS: bool = false;
     const SNAPSHOT: Option<&'static str> =
         Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    const UNIX_NOW: &'static str = "CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)";
     const HAS_LEDGER: &'static str =
         "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
@@ -250,7 +284,7 @@ impl Dialect for PgConnection {
         Self::bounded(
             sqlx::query_as(
                 "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
-                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
              FROM ms_smt_namespaces n WHERE name = ANY($1::text[])",
             )
             .bind(names)
@@ -403,6 +437,8 @@ impl Dialect for PgConnection {
         // they were before the statement).
         let mut kept = RowArrays::default();
         let mut roots = RootArrays::default();
+        let mut journal = JournalArrays::default();
+        let mut versions = RootArrays::default();
         for commit in commits {
             let (id, version) = (commit.state.info.id, commit.state.version.saturating_add(1));
             for change in &commit.changes {
@@ -417,6 +453,10 @@ impl Dialect for PgConnection {
                 }
             }
             roots.push(id, &commit.new_root, version);
+            if commit.state.journal.is_some() {
+                journal.push(id, version, &commit.leaves);
+                versions.push(id, &commit.new_root, version);
+            }
         }
         first.space.counters.round_trip(1);
         Self::bounded(sqlx::query(
@@ -441,7 +481,16 @@ impl Dialect for PgConnection {
                      CROSS JOIN LATERAL ( \
                          SELECT ctid FROM ms_smt_strata m \
                          WHERE m.ns = k.ns AND m.path = k.path AND m.depth = k.depth \
-                         OFFSET 0) AS n))) \
+                         OFFSET 0) AS n))), \
+             changed AS ( \
+                 INSERT INTO ms_smt_changes \
+                     (ns, version, key, old_value, old_sum, new_value, new_sum) \
+                 SELECT * FROM UNNEST($18::int8[], $19::int8[], $20::bytea[], $21::bytea[], \
+                                      $22::int8[], $23::bytea[], $24::int8[])), \
+             versioned AS ( \
+                 INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
+                 SELECT u.*, CAST(EXTRACT(EPOCH FROM now()) AS BIGINT) \
+                 FROM UNNEST($25::int8[], $26::int8[], $27::bytea[], $28::int8[]) AS u) \
              UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v \
              FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[]) AS u(id, h, s, v) \
              WHERE n.id = u.id",
@@ -463,6 +512,17 @@ impl Dialect for PgConnection {
         .bind(roots.hash)
         .bind(roots.sum)
         .bind(roots.version)
+        .bind(journal.ns)
+        .bind(journal.version)
+        .bind(journal.key)
+        .bind(journal.old_value)
+        .bind(journal.old_sum)
+        .bind(journal.new_value)
+        .bind(journal.new_sum)
+        .bind(versions.id)
+        .bind(versions.version)
+        .bind(versions.hash)
+        .bind(versions.sum)
         .execute(&mut *self))
         .await?;
         for commit in commits {
@@ -664,6 +724,32 @@ impl RootArrays {
         self.hash.push((!empty).then(|| root.hash.0.to_vec()));
         self.sum.push((!empty).then(|| sum_to_sql(root.sum)));
         self.version.push(version);
+    }
+}
+
+/// The change journal's rows, as the statement's parallel arrays.
+#[derive(Default)]
+struct JournalArrays<'a> {
+    ns: Vec<i64>,
+    version: Vec<i64>,
+    key: Vec<&'a [u8]>,
+    old_value: Vec<&'a [u8]>,
+    old_sum: Vec<i64>,
+    new_value: Vec<&'a [u8]>,
+    new_sum: Vec<i64>,
+}
+
+impl<'a> JournalArrays<'a> {
+    fn push(&mut self, ns: i64, version: i64, leaves: &'a [LeafChange]) {
+        for change in leaves {
+            self.ns.push(ns);
+            self.version.push(version);
+            self.key.push(&change.key.0);
+            self.old_value.push(change.old.value());
+            self.old_sum.push(sum_to_sql(change.old.sum()));
+            self.new_value.push(change.new.value());
+            self.new_sum.push(sum_to_sql(change.new.sum()));
+        }
     }
 }
 

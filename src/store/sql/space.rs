@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::error::{Res, SqlStoreError};
+use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::node::{ComputedNode, Node};
@@ -28,6 +29,9 @@ pub struct NsState {
     /// The newest pinned version, if any pin exists: a commit keeps the
     /// rows it replaces that were written at or before it.
     pub max_pin: Option<i64>,
+    /// The version the change journal starts at, when it is on: every
+    /// commit after it records its leaf changes (`journal.rs`).
+    pub journal: Option<i64>,
 }
 
 /// The id and height a handle last saw for its namespace's name.
@@ -335,7 +339,7 @@ pub(crate) fn merge(
     touched: Vec<RowKey>,
     mut known: RowMap,
     stored: Vec<(RowKey, Vec<u8>)>,
-) -> Result<Vec<RowChange>, SqlStoreError> {
+) -> Result<(Vec<RowChange>, Vec<LeafChange>), SqlStoreError> {
     for (key, body) in stored {
         let row = Row::decode(key.depth, height, &body).map_err(|e| space.rows_error(e))?;
         known.insert(key, row);
@@ -343,7 +347,7 @@ pub(crate) fn merge(
     let merged = crate::strata::apply_keeping_rows(batch, height, known, touched)
         .map_err(|e| space.rows_error(e))?;
     space.memo_committed(&batch.old_root.hash, batch.new_root.hash, merged.rows);
-    Ok(merged.changes)
+    Ok((merged.changes, merged.leaves))
 }
 
 /// A u64 sum as the i64 with the same bits (SQL has only signed 64-bit

@@ -118,6 +118,37 @@ const VERSIONS_AND_PINS: Migration = (
     CREATE UNIQUE INDEX ms_smt_history_position ON ms_smt_history (ns, path, depth, from_version);",
 );
 
+/// Version 6: the change journal (`journal.rs`).
+///
+/// A namespace's `journal_from` is NULL while it keeps no journal, else the
+/// version the journal starts at. Each commit after it writes one row per
+/// key it changed (old and new leaf; an absent leaf is an empty value with
+/// sum 0) and one row with its root and time, in the commit's transaction.
+const CHANGE_JOURNAL: Migration = (
+    6,
+    "the change journal",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN journal_from INTEGER;
+    CREATE TABLE ms_smt_changes (
+        ns INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        key BLOB NOT NULL,
+        old_value BLOB NOT NULL,
+        old_sum INTEGER NOT NULL,
+        new_value BLOB NOT NULL,
+        new_sum INTEGER NOT NULL,
+        PRIMARY KEY (ns, version, key)
+    );
+    CREATE TABLE ms_smt_versions (
+        ns INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        root_hash BLOB,
+        root_sum INTEGER,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (ns, version)
+    );
+    CREATE INDEX ms_smt_versions_root ON ms_smt_versions (ns, root_hash);",
+);
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file at `path` with
     /// [`SqliteStore::connect_options`], runs the migrations, and binds the
@@ -202,6 +233,7 @@ impl Dialect for SqliteConnection {
         ),
         REKEY_STRATA,
         VERSIONS_AND_PINS,
+        CHANGE_JOURNAL,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version INTEGER PRIMARY KEY NOT NULL,
@@ -213,6 +245,7 @@ impl Dialect for SqliteConnection {
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
     const SAVEPOINTS: bool = true;
     const SNAPSHOT: Option<&'static str> = None;
+    const UNIX_NOW: &'static str = "unixepoch()";
     const HAS_LEDGER: &'static str = "SELECT CAST(1 AS BIGINT) FROM sqlite_master WHERE type = 'table' AND name = 'ms_smt_migrations'";
 
     fn push_param(sql: &mut String, _n: usize) {
@@ -273,7 +306,7 @@ impl Dialect for SqliteConnection {
         let sql = format!(
             "WITH RECURSIVE {INDEX_CTE}, {NAMES_CTE} \
              SELECT n.name, n.id, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, n.version, \
-                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id) \
+                 (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), n.journal_from \
              FROM k CROSS JOIN ms_smt_namespaces n ON n.name = k.name"
         );
         Dialect::fetch_all(self, AssertSqlSafe(sql).into_sql_str(), &texts_args(&names)).await
@@ -504,6 +537,7 @@ impl Dialect for SqliteConnection {
                    AND n.depth = k.depth)"
         );
         execute_packed(self, counters, delete_sql, deletes, Columns::KEYS).await?;
+        write_journal(self, counters, commits).await?;
         for commit in commits {
             commit.space.fail("written")?;
         }
@@ -647,6 +681,70 @@ async fn execute_packed<'a>(
         let args = packed_args(&chunk, columns);
         Dialect::execute(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
     }
+    Ok(())
+}
+
+/// Writes the change journal of every commit whose namespace keeps one
+/// (`journal.rs`): its leaf changes and its root, two statements over JSON
+/// arrays of numbers and hex (built here from our own values only).
+async fn write_journal(
+    conn: &mut SqliteConnection,
+    counters: &Counters,
+    commits: &[CommitRows<'_>],
+) -> Res<()> {
+    use std::fmt::Write;
+    let mut changes = String::from("[");
+    let mut versions = String::from("[");
+    for commit in commits.iter().filter(|c| c.state.journal.is_some()) {
+        let (ns, version) = (commit.state.info.id, commit.state.version.saturating_add(1));
+        for c in &commit.leaves {
+            let sep = if changes.len() > 1 { "," } else { "" };
+            // Writing to a String cannot fail.
+            let _ = write!(
+                changes,
+                "{sep}[{ns},{version},\"{}\",\"{}\",{},\"{}\",{}]",
+                hex::encode(c.key.0),
+                hex::encode(c.old.value()),
+                sum_to_sql(c.old.sum()),
+                hex::encode(c.new.value()),
+                sum_to_sql(c.new.sum()),
+            );
+        }
+        let sep = if versions.len() > 1 { "," } else { "" };
+        let root = &commit.new_root;
+        let _ = if *root == ComputedNode::empty_root() {
+            write!(versions, "{sep}[{ns},{version},null,null]")
+        } else {
+            write!(
+                versions,
+                "{sep}[{ns},{version},\"{}\",{}]",
+                hex::encode(root.hash.0),
+                sum_to_sql(root.sum)
+            )
+        };
+    }
+    if versions.len() == 1 {
+        return Ok(());
+    }
+    changes.push(']');
+    versions.push(']');
+    counters.round_trip(2);
+    sqlx::query(
+        "INSERT INTO ms_smt_changes (ns, version, key, old_value, old_sum, new_value, new_sum) \
+         SELECT value ->> 0, value ->> 1, unhex(value ->> 2), unhex(value ->> 3), value ->> 4, \
+                unhex(value ->> 5), value ->> 6 FROM json_each(?1)",
+    )
+    .bind(changes)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
+         SELECT value ->> 0, value ->> 1, unhex(value ->> 2), value ->> 3, unixepoch() \
+         FROM json_each(?1)",
+    )
+    .bind(versions)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
