@@ -19,8 +19,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::wire::{
-    ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut, WireError,
-    check_namespace,
+    ChangesOut, ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut,
+    WireError, check_namespace,
 };
 use crate::Proof;
 use crate::descent::Subtree;
@@ -29,9 +29,13 @@ use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
-use crate::store::TreeStore;
+use crate::store::{ChangePage, TreeStore};
 use crate::tree::Tree;
-use crate::universe::{SyncError, SyncPeer, SyncReport};
+use crate::universe::{ChangePeer, ProvenPage, SyncError, SyncPeer, SyncReport};
+
+/// Changes per page [`HttpPeer::sync_into`] asks the remote feed for
+/// (the server cuts it to its own limit).
+pub const DEFAULT_FEED_PAGE: usize = 10_000;
 
 /// Default [`HttpPeer::max_response`]: 256 MiB.
 pub const DEFAULT_MAX_RESPONSE: usize = 256 << 20;
@@ -198,14 +202,64 @@ impl HttpPeer {
         Ok((root, leaf, proof))
     }
 
-    /// Makes `local` equal to the remote namespace: reads the remote root,
-    /// then [`Tree::sync_from`] this peer. Starts over (up to three times
-    /// in all) when the remote root moved during the exchange, which
-    /// writes nothing.
+    /// The page of the remote change feed after version `since` with its
+    /// update proof, checked against the page's start root: for a holder
+    /// of that root alone. `Ok(None)` when the remote journal does not
+    /// cover `since`.
+    pub async fn proven_changes(
+        &self,
+        since: u64,
+        limit: usize,
+    ) -> Result<Option<ProvenPage>, PeerError> {
+        let path = format!("changes?since={since}&limit={limit}&proof=1");
+        let Some(out) = self.feed(&path).await? else {
+            return Ok(None);
+        };
+        let (page, proof) = out.decode()?;
+        let proof = proof.ok_or(PeerError::BadProof)?;
+        let proven = ProvenPage { page, proof };
+        proven
+            .verify(&proven.page.from_root)
+            .map_err(|_| PeerError::BadProof)?;
+        Ok(Some(proven))
+    }
+
+    /// A `changes` request; `None` when the peer answers 410 (its journal
+    /// does not cover the version or root asked for) or 404 (a server
+    /// without the feed; an unknown namespace fails the diff walk's first
+    /// read as well).
+    async fn feed(&self, path: &str) -> Result<Option<ChangesOut>, PeerError> {
+        match self.call(Method::GET, path, None::<&()>).await {
+            Ok(out) => Ok(Some(out)),
+            Err(PeerError::Status { status, .. })
+                if status == StatusCode::GONE || status == StatusCode::NOT_FOUND =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes `local` equal to the remote namespace: through the remote
+    /// change feed from `local`'s root when the remote journal covers it
+    /// ([`Tree::follow`], pages of [`DEFAULT_FEED_PAGE`] changes), else by
+    /// reading the remote root and [`Tree::sync_from`] this peer. The diff
+    /// walk starts over (up to three times in all) when the remote root
+    /// moved during the exchange, which writes nothing.
     pub async fn sync_into<S: TreeStore, L: Layout>(
         &self,
         local: &Tree<S, L>,
     ) -> Result<SyncReport, SyncError<S::Error, PeerError>> {
+        if let Some(followed) = local.follow(self, DEFAULT_FEED_PAGE).await? {
+            return Ok(SyncReport {
+                requests: followed.pages,
+                fetched: 0,
+                local_reads: followed.pages,
+                upserts: followed.upserts,
+                deletes: followed.deletes,
+                root: followed.root,
+            });
+        }
         let mut attempt = 1;
         loop {
             let root = self.root().await.map_err(SyncError::Peer)?;
@@ -265,6 +319,22 @@ impl HttpPeer {
             return Err(PeerError::Status { status, message });
         }
         Ok(serde_json::from_slice(&answer).map_err(WireError::from)?)
+    }
+}
+
+impl ChangePeer for HttpPeer {
+    type Error = PeerError;
+
+    async fn changes_from(
+        &self,
+        from: &ComputedNode,
+        limit: usize,
+    ) -> Result<Option<ChangePage>, PeerError> {
+        let path = format!("changes?from={}&limit={limit}", hex::encode(from.hash.0));
+        let Some(out) = self.feed(&path).await? else {
+            return Ok(None);
+        };
+        Ok(Some(out.decode()?.0))
     }
 }
 

@@ -22,23 +22,27 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 
 use super::wire::{
-    ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut, WireError,
-    check_namespace, decode_key,
+    ChangesOut, ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut,
+    WireError, check_namespace, decode_key,
 };
 use crate::error::TreeError;
+use crate::hash::Hash;
 use crate::layout::Compacted;
-use crate::store::{Dialect, SqlStore, SqlStoreError};
+use crate::store::{Dialect, JournalStore, SqlStore, SqlStoreError};
 use crate::tree::{CompactedTree, Forest, ForestWriter, SubmitError, WriterConfig};
 
 /// Default [`ServerConfig::body_limit`]: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 << 20;
+
+/// Default [`ServerConfig::max_changes`]: changes per feed page at most.
+pub const DEFAULT_MAX_CHANGES: usize = 10_000;
 
 /// What a server accepts and how it writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,9 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Prefixes at most in one `children` request (more: 400).
     pub max_prefixes: usize,
+    /// Changes at most in one page of `GET /changes` (a larger `limit` is
+    /// cut to it; a single larger version still comes whole).
+    pub max_changes: usize,
     /// The store writer's grouping.
     pub writer: WriterConfig,
 }
@@ -56,6 +63,7 @@ impl Default for ServerConfig {
         ServerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             max_prefixes: DEFAULT_MAX_PREFIXES,
+            max_changes: DEFAULT_MAX_CHANGES,
             writer: WriterConfig::default(),
         }
     }
@@ -96,6 +104,13 @@ pub enum ServeError {
     /// refused, as a write to a parent tree is, else 503).
     #[error(transparent)]
     Submit(#[from] SubmitError<SqlStoreError>),
+    /// The change journal does not cover the version or root asked for
+    /// (410): the journal is off, pruned past it, or restarted after it.
+    #[error("the change journal does not cover that version")]
+    NotCovered,
+    /// A `changes` query is malformed (400).
+    #[error("changes query: {0}")]
+    Query(&'static str),
     /// No such route (404).
     #[error("no such route")]
     NoRoute,
@@ -108,7 +123,10 @@ impl ServeError {
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            ServeError::Wire(_) | ServeError::TooManyPrefixes { .. } => StatusCode::BAD_REQUEST,
+            ServeError::Wire(_) | ServeError::TooManyPrefixes { .. } | ServeError::Query(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            ServeError::NotCovered => StatusCode::GONE,
             ServeError::Body(r) => r.status(),
             ServeError::Path(r) => r.status(),
             ServeError::UnknownNamespace { .. } | ServeError::NoRoute => StatusCode::NOT_FOUND,
@@ -257,6 +275,85 @@ async fn children<C: Dialect>(
     Ok(Json(ChildrenOut::new(&pairs)))
 }
 
+/// What a `changes` query asks: from a version or a root, how many
+/// changes, with a proof or not.
+struct ChangesQuery {
+    since: Option<u64>,
+    from: Option<Hash>,
+    limit: Option<usize>,
+    proof: bool,
+}
+
+impl ChangesQuery {
+    fn parse(query: Option<&str>) -> Result<Self, ServeError> {
+        let mut q = ChangesQuery {
+            since: None,
+            from: None,
+            limit: None,
+            proof: false,
+        };
+        for pair in query
+            .unwrap_or_default()
+            .split('&')
+            .filter(|p| !p.is_empty())
+        {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "since" => {
+                    q.since = Some(value.parse().map_err(|_| ServeError::Query("since"))?);
+                }
+                "from" => q.from = Some(Hash(decode_key(value)?.0)),
+                "limit" => {
+                    q.limit = Some(value.parse().map_err(|_| ServeError::Query("limit"))?);
+                }
+                "proof" => q.proof = matches!(value, "1" | "true"),
+                _ => return Err(ServeError::Query("unknown parameter")),
+            }
+        }
+        if q.since.is_some() == q.from.is_some() {
+            return Err(ServeError::Query("give exactly one of since and from"));
+        }
+        Ok(q)
+    }
+}
+
+async fn changes<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    ns: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Api<ChangesOut> {
+    let Path(ns) = ns?;
+    let q = ChangesQuery::parse(query.as_deref())?;
+    let tree = shared.space(&ns, false).await?;
+    let limit = q
+        .limit
+        .unwrap_or(shared.config.max_changes)
+        .clamp(1, shared.config.max_changes);
+    let since = match (q.since, q.from) {
+        (Some(since), _) => Some(since),
+        (None, Some(hash)) => tree
+            .store()
+            .version_of(&hash)
+            .await
+            .map_err(TreeError::Store)?,
+        (None, None) => None,
+    };
+    let Some(since) = since else {
+        return Err(ServeError::NotCovered);
+    };
+    if q.proof {
+        let proven = tree.proven_changes(since, limit).await?;
+        let proven = proven.ok_or(ServeError::NotCovered)?;
+        Ok(Json(ChangesOut::new(&proven.page, Some(&proven.proof))))
+    } else {
+        let page = tree.changes(since, limit).await?;
+        Ok(Json(ChangesOut::new(
+            &page.ok_or(ServeError::NotCovered)?,
+            None,
+        )))
+    }
+}
+
 /// The federation API over the namespaces of `store`'s database (see the
 /// module docs and [`wire`](super::wire) for the routes and bodies).
 pub fn router<C: Dialect>(store: SqlStore<C>, config: ServerConfig) -> Router {
@@ -280,6 +377,7 @@ pub fn forest_router<C: Dialect>(
         .route("/v1/{ns}/root", get(root::<C>))
         .route("/v1/{ns}/proof/{key}", get(proof::<C>))
         .route("/v1/{ns}/children", post(children::<C>))
+        .route("/v1/{ns}/changes", get(changes::<C>))
         .fallback(async || ServeError::NoRoute)
         .method_not_allowed_fallback(async || ServeError::Method)
         .layer(DefaultBodyLimit::max(config.body_limit))

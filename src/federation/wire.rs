@@ -12,19 +12,25 @@
 //!   GET  /v1/{ns}/proof/{key}     -> {"root","sum","leaf": {"value","sum"} | null,"proof"}
 //!   POST /v1/{ns}/children  {"root","sum","prefixes": [pos, ...]}
 //!                           -> {"children": [[sub, sub], ...]}
+//!   GET  /v1/{ns}/changes?since=V | from=root hex [&limit=N] [&proof=1]
+//!       -> {"from_version","from","to_version","to","head_version","head",
+//!           "changes": [{"version","key","old","old_sum","new","new_sum"}, ...],
+//!           with proof=1: "later": [{"key","value","sum"}, ...], "proof"}
+//!       410 when the journal does not cover that version or root
 //!   sub = null | {"hash","sum"} | {"key","value","sum"}
 //!   errors: 4xx/5xx          -> {"error": "..."}
 //! ```
 
 use serde::{Deserialize, Serialize};
 
-use crate::Proof;
 use crate::descent::Subtree;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
+use crate::store::{Change, ChangePage};
+use crate::{Proof, UpdateProof};
 
 /// Prefixes at most in one `children` request, by default: the server's
 /// limit and the client's split.
@@ -74,6 +80,9 @@ pub enum WireError {
     /// A proof does not decode.
     #[error("proof does not decode: {0}")]
     Proof(#[from] crate::proof::DecodeError),
+    /// An update proof does not decode.
+    #[error("update proof does not decode: {0}")]
+    UpdateProof(#[source] crate::proof::MultiDecodeError),
     /// A namespace name is empty, too long, or has characters other than
     /// ASCII letters, digits, `.`, `_` and `-`.
     #[error("namespace names are 1 to 64 of [A-Za-z0-9._-]")]
@@ -427,5 +436,120 @@ mod tests {
         for bad in ["", "a/b", "a b", "ü", &"n".repeat(65)] {
             assert!(check_namespace(bad).is_err(), "{bad}");
         }
+    }
+}
+
+/// One change of a page: `{"version", "key", "old", "old_sum", "new",
+/// "new_sum"}` (values as hex; an absent leaf is `""` with sum 0).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeOut {
+    /// The version that made it.
+    pub version: u64,
+    /// The key, 32 bytes of hex.
+    pub key: String,
+    /// The old value, hex.
+    pub old: String,
+    /// The old sum.
+    pub old_sum: u64,
+    /// The new value, hex.
+    pub new: String,
+    /// The new sum.
+    pub new_sum: u64,
+}
+
+/// A page of the change feed (`GET /v1/{ns}/changes`): its versions and
+/// roots, its changes, and with `proof=1` the keys changed after it
+/// (`later`, leaves at its last version) and the update proof's hex.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesOut {
+    /// The version the page starts after.
+    pub from_version: u64,
+    /// The root there.
+    pub from: RootOut,
+    /// The page's last version.
+    pub to_version: u64,
+    /// The root there.
+    pub to: RootOut,
+    /// The leader's version when the page was read.
+    pub head_version: u64,
+    /// The root there.
+    pub head: RootOut,
+    /// The changes, in version order.
+    pub changes: Vec<ChangeOut>,
+    /// With a proof: each later-changed key's leaf at `to_version`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub later: Vec<LeafIn>,
+    /// With a proof: the [`UpdateProof`](crate::UpdateProof)'s encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
+}
+
+impl ChangesOut {
+    /// The wire form of `page` (and its proof, when given).
+    pub fn new(page: &ChangePage, proof: Option<&UpdateProof>) -> Self {
+        ChangesOut {
+            from_version: page.from_version,
+            from: RootOut::new(&page.from_root),
+            to_version: page.to_version,
+            to: RootOut::new(&page.to_root),
+            head_version: page.head_version,
+            head: RootOut::new(&page.head_root),
+            changes: page
+                .changes
+                .iter()
+                .map(|c| ChangeOut {
+                    version: c.version,
+                    key: c.key.to_hex(),
+                    old: hex::encode(c.old.value()),
+                    old_sum: c.old.sum(),
+                    new: hex::encode(c.new.value()),
+                    new_sum: c.new.sum(),
+                })
+                .collect(),
+            later: match proof {
+                Some(_) => page.later.iter().map(|(k, l)| LeafIn::new(k, l)).collect(),
+                None => Vec::new(),
+            },
+            proof: proof.map(|p| hex::encode(p.encode())),
+        }
+    }
+
+    /// The page, and its proof when one was sent.
+    pub fn decode(&self) -> Result<(ChangePage, Option<UpdateProof>), WireError> {
+        let changes = self
+            .changes
+            .iter()
+            .map(|c| {
+                Ok(Change {
+                    version: c.version,
+                    key: decode_key(&c.key)?,
+                    old: Leaf::new(bytes("old", &c.old)?, c.old_sum),
+                    new: Leaf::new(bytes("new", &c.new)?, c.new_sum),
+                })
+            })
+            .collect::<Result<Vec<_>, WireError>>()?;
+        let later = self
+            .later
+            .iter()
+            .map(LeafIn::decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        let proof = self
+            .proof
+            .as_deref()
+            .map(|p| UpdateProof::decode(&bytes("proof", p)?).map_err(WireError::UpdateProof))
+            .transpose()?;
+        let page = ChangePage {
+            from_version: self.from_version,
+            from_root: self.from.decode()?,
+            to_version: self.to_version,
+            to_root: self.to.decode()?,
+            changes,
+            head_version: self.head_version,
+            head_root: self.head.decode()?,
+            later,
+        };
+        Ok((page, proof))
     }
 }

@@ -16,6 +16,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
@@ -130,11 +131,12 @@ pub trait JournalStore: TreeStore {
         limit: usize,
     ) -> impl Future<Output = Result<Option<ChangePage>, Self::Error>> + Send;
 
-    /// The newest version the journal covers whose root is `root`, if any
-    /// (a follower that knows only its root finds its version so).
+    /// The newest version the journal covers whose root hash is `root`,
+    /// if any (a follower that knows only its root finds its version so;
+    /// the hash commits to the sum).
     fn version_of(
         &self,
-        root: &ComputedNode,
+        root: &Hash,
     ) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send;
 
     /// Drops what `retention` does not keep; returns the change rows

@@ -196,7 +196,7 @@ impl<S: JournalStore, L: Layout> ChangePeer for Tree<S, L> {
     ) -> Result<Option<ChangePage>, Self::Error> {
         match self
             .store
-            .version_of(from)
+            .version_of(&from.hash)
             .await
             .map_err(TreeError::Store)?
         {

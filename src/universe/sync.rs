@@ -40,6 +40,7 @@ use crate::progress::ProgressOperation;
 use crate::store::TreeStore;
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
+use crate::universe::changes::{FollowError, PageError};
 
 /// A tree a local tree can be brought level with.
 pub trait SyncPeer: Sync {
@@ -92,6 +93,28 @@ pub enum SyncError<L: std::error::Error + 'static, P: std::error::Error + 'stati
         /// Pairs answered.
         answered: usize,
     },
+    /// A page of the peer's change feed did not check out against the
+    /// local tree; nothing of it was written.
+    #[error("refused a page of the peer's change feed: {0}")]
+    Refused(#[source] PageError),
+    /// The local tree moved while a page of the peer's feed was written.
+    #[error("the local tree moved while a page was written")]
+    LocalMoved,
+}
+
+impl<L, P> From<FollowError<L, P>> for SyncError<L, P>
+where
+    L: std::error::Error + 'static,
+    P: std::error::Error + 'static,
+{
+    fn from(e: FollowError<L, P>) -> Self {
+        match e {
+            FollowError::Local(e) => SyncError::Local(e),
+            FollowError::Peer(e) => SyncError::Peer(e),
+            FollowError::Refused(e) => SyncError::Refused(e),
+            FollowError::LocalMoved => SyncError::LocalMoved,
+        }
+    }
 }
 
 impl<L, P> ErrorKind for SyncError<L, P>
@@ -105,6 +128,8 @@ where
             SyncError::Peer(_) => "peer",
             SyncError::BadChildren { .. } => "bad_children",
             SyncError::WrongCount { .. } => "wrong_count",
+            SyncError::Refused(_) => "refused",
+            SyncError::LocalMoved => "local_moved",
         }
     }
 }

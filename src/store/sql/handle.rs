@@ -515,7 +515,7 @@ impl<C: Dialect> JournalStore for SqlStore<C> {
             .await
     }
 
-    async fn version_of(&self, root: &ComputedNode) -> Res<Option<u64>> {
+    async fn version_of(&self, root: &Hash) -> Res<Option<u64>> {
         journal::version_of_on(&mut *self.pool.acquire().await?, &self.space, root).await
     }
 

@@ -11,6 +11,7 @@ use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::ops::{load_state, state_for_write, version_from_sql, version_to_sql};
 use super::space::{NamespaceState, decode_root, sum_from_sql, sum_to_sql};
+use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
@@ -321,7 +322,7 @@ async fn later_leaves<C: Dialect>(
 pub(crate) async fn version_of_on<C: Dialect>(
     conn: &mut C,
     space: &NamespaceState,
-    root: &ComputedNode,
+    root: &Hash,
 ) -> Res<Option<u64>> {
     let Some(state) = load_state(conn, space).await? else {
         return Ok(None);
@@ -331,7 +332,7 @@ pub(crate) async fn version_of_on<C: Dialect>(
     };
     space.counters.round_trip(1);
     let id = Arg::Int(state.info.id);
-    let row: Option<(Option<i64>,)> = if *root == ComputedNode::empty_root() {
+    let row: Option<(Option<i64>,)> = if *root == ComputedNode::empty_root().hash {
         fetch_optional(
             conn,
             "SELECT MAX(version) FROM ms_smt_versions \
@@ -346,12 +347,10 @@ pub(crate) async fn version_of_on<C: Dialect>(
             "SELECT MAX(version) FROM ms_smt_versions \
              WHERE ns = $1 AND root_hash = $2 AND version >= $3"
                 .into_sql_str(),
-            &[id, Arg::Bytes(&root.hash.0), Arg::Int(from)],
+            &[id, Arg::Bytes(&root.0), Arg::Int(from)],
         )
         .await?
     };
-    // The hash commits to the sum; a row with another sum is corrupt and
-    // not trusted (the page's own root check would refuse it anyway).
     row.and_then(|(v,)| v).map(version_from_sql).transpose()
 }
 
