@@ -42,13 +42,28 @@ const DUMP_NAMESPACES: &str =
     "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id";
 
 /// The store's tables once every version has run.
-const TABLES: [&str; 5] = [
+const TABLES: [&str; 7] = [
+    "ms_smt_changes",
     "ms_smt_history",
     "ms_smt_migrations",
     "ms_smt_namespaces",
     "ms_smt_pins",
     "ms_smt_strata",
+    "ms_smt_versions",
 ];
+
+/// What turns a current database back into one before the change journal.
+macro_rules! no_journal {
+    ($version:literal) => {
+        concat!(
+            "DROP TABLE ms_smt_changes; DROP TABLE ms_smt_versions; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN journal_from; \
+             DELETE FROM ms_smt_migrations WHERE version = ",
+            $version,
+            "; "
+        )
+    };
+}
 
 /// An earlier schema: its name, the SQL that turns a current database
 /// back into it, and the ledger it has.
@@ -372,19 +387,25 @@ impl Db for SqliteFile {
     type Store = SqliteStore;
     type Raw = SqlitePool;
     const POOL: fn(&SqliteStore) -> &SqlitePool = SqliteStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6];
     const EARLIER: &'static [Earlier] = &[
+        ("schema 5 (no change journal)", no_journal!(6), &[2, 4, 5]),
         (
             "schema 4 (no versions or pins)",
-            "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+            concat!(
+                no_journal!(6),
+                "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
              ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
              ALTER TABLE ms_smt_strata DROP COLUMN version; \
-             DELETE FROM ms_smt_migrations WHERE version = 5;",
+             DELETE FROM ms_smt_migrations WHERE version = 5;"
+            ),
             &[2, 4],
         ),
         (
             "schema 2 (WITHOUT ROWID strata)",
-            "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+            concat!(
+                no_journal!(6),
+                "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
              ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
              CREATE TABLE ms_smt_strata_v2 (ns INTEGER NOT NULL, path BLOB NOT NULL, \
                  depth INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (ns, path, depth)) \
@@ -392,7 +413,8 @@ impl Db for SqliteFile {
              INSERT INTO ms_smt_strata_v2 SELECT ns, path, depth, body FROM ms_smt_strata; \
              DROP TABLE ms_smt_strata; \
              ALTER TABLE ms_smt_strata_v2 RENAME TO ms_smt_strata; \
-             DELETE FROM ms_smt_migrations WHERE version IN (4, 5);",
+             DELETE FROM ms_smt_migrations WHERE version IN (4, 5);"
+            ),
             &[2],
         ),
     ];
@@ -485,15 +507,21 @@ impl Db for PgSchema {
     type Store = PostgresStore;
     type Raw = PgPool;
     const POOL: fn(&PostgresStore) -> &PgPool = PostgresStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4];
-    const EARLIER: &'static [Earlier] = &[(
-        "schema 2 (no versions or pins)",
-        "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
+    const VERSIONS: &'static [i64] = &[2, 4, 5];
+    const EARLIER: &'static [Earlier] = &[
+        ("schema 4 (no change journal)", no_journal!(5), &[2, 4]),
+        (
+            "schema 2 (no versions or pins)",
+            concat!(
+                no_journal!(5),
+                "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
          ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
          ALTER TABLE ms_smt_strata DROP COLUMN version; \
-         DELETE FROM ms_smt_migrations WHERE version = 4;",
-        &[2],
-    )];
+         DELETE FROM ms_smt_migrations WHERE version = 4;"
+            ),
+            &[2],
+        ),
+    ];
 
     async fn raw(&self) -> PgPool {
         self.pool().await
