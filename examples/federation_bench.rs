@@ -4,11 +4,14 @@
 //! a third deleted) synced again by fetching only the differing subtrees;
 //! and, in the same run, a full export/import of the same tree
 //! (`View::export_trunk`/`export_chunk` + `Tree::import`, in process, the
-//! binary encodings) for comparison. Opt-in; not part of the test suite.
+//! binary encodings) for comparison. With `--journal yes` the source's
+//! change journal is on after the full sync, so the change sets go through
+//! the change feed (`GET /changes`) instead of the diff walk. Opt-in; not
+//! part of the test suite.
 //!
 //! ```text
 //! cargo run --release --example federation_bench --features http -- \
-//!     [--leaves 100000] [--changes 100,1000] [--dir /tmp]
+//!     [--leaves 100000] [--changes 100,1000] [--dir /tmp] [--journal yes]
 //! ```
 
 use std::path::PathBuf;
@@ -16,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ms_smt::federation::{HttpPeer, ServerConfig, router, serve};
-use ms_smt::store::SqliteStore;
+use ms_smt::store::{JournalStore, SqliteStore};
 use ms_smt::{Chunk, CompactedTree, Key, Leaf, Trunk};
 use sha2::{Digest, Sha256};
 
@@ -86,7 +89,7 @@ async fn sync(what: &str, peer: &HttpPeer, local: &CompactedTree<SqliteStore>) -
     Ok(())
 }
 
-async fn run(n: u64, sets: Vec<u64>, dir: PathBuf) -> Res<()> {
+async fn run(n: u64, sets: Vec<u64>, dir: PathBuf, journal: bool) -> Res<()> {
     let source = open(&dir.join("ms_smt_fed_bench_source.db")).await?;
     let local_db = open(&dir.join("ms_smt_fed_bench_local.db")).await?;
     let src = CompactedTree::new(source.open_namespace(NS));
@@ -107,6 +110,11 @@ async fn run(n: u64, sets: Vec<u64>, dir: PathBuf) -> Res<()> {
     );
     println!("|---|---|---|---|---|---|---|");
     sync(&format!("full, {n} leaves into empty"), &peer, &local).await?;
+    if journal {
+        // From here the changes go through the feed: the local root is the
+        // journal's first version.
+        src.store().enable_journal().await?;
+    }
     for (round, d) in sets.iter().enumerate() {
         src.insert_many(changes(n, *d, round as u64)).await?;
         sync(&format!("{d} changed leaves"), &peer, &local).await?;
@@ -147,6 +155,7 @@ async fn run(n: u64, sets: Vec<u64>, dir: PathBuf) -> Res<()> {
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut n, mut sets, mut dir) = (100_000u64, vec![100u64, 1_000], std::env::temp_dir());
+    let mut journal = false;
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_default();
         let ok = match flag.as_str() {
@@ -161,16 +170,23 @@ fn main() -> ExitCode {
                 dir = PathBuf::from(value);
                 true
             }
+            "--journal" => {
+                journal = value == "yes";
+                matches!(value.as_str(), "yes" | "no")
+            }
             _ => false,
         };
         if !ok {
-            eprintln!("usage: federation_bench [--leaves N] [--changes D,D,...] [--dir DIR]");
+            eprintln!(
+                "usage: federation_bench [--leaves N] [--changes D,D,...] [--dir DIR] \
+                 [--journal yes|no]"
+            );
             return ExitCode::FAILURE;
         }
     }
     let result = tokio::runtime::Runtime::new()
         .map_err(Box::<dyn std::error::Error>::from)
-        .and_then(|rt| rt.block_on(run(n, sets, dir)));
+        .and_then(|rt| rt.block_on(run(n, sets, dir, journal)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -810,7 +810,7 @@ fn leaf_key(pos: &Position, low: &Key) -> Key {
     let whole = level / 8;
     let mut key = *low;
     key.0[..whole].copy_from_slice(&pos.path().0[..whole]);
-    for d in whole * 8..level {
+    for d in whole.saturating_mul(8)..level {
         key = key.with_bit(d, pos.path().bit(d));
     }
     key
