@@ -481,7 +481,7 @@ pub struct ChangesOut {
     /// With a proof: each later-changed key's leaf at `to_version`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub later: Vec<LeafIn>,
-    /// With a proof: the [`UpdateProof`](crate::UpdateProof)'s encoding.
+    /// With a proof: the [`UpdateProof`]'s encoding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
 }
