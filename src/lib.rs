@@ -135,7 +135,7 @@ pub use tree::{
     Writer, WriterConfig, WriterStats,
 };
 pub use universe::{
-    ChangePeer, Chunk, CopyError, CopyReport, DEFAULT_PAGE, Diff, DiffEntry, ExportError,
+    Chunk, CopyError, CopyReport, DEFAULT_FEED_PAGE, DEFAULT_PAGE, Diff, DiffEntry, ExportError,
     FollowError, FollowReport, Import, ImportError, LeafEntry, Leaves, PageError, ProvenPage,
     SyncError, SyncPeer, SyncReport, Trunk,
 };

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 
 use ms_smt::store::{ChangePage, JournalStore, MemoryStore, PinStore, Retention, TreeStore};
 use ms_smt::{
-    ChangePeer, Compacted, ComputedNode, FollowError, Full, Key, Layout, Leaf, PageError, Tree,
+    Compacted, ComputedNode, FollowError, Full, Key, Layout, Leaf, PageError, Position, Subtree,
+    SyncError, SyncPeer, Tree,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -251,8 +252,16 @@ async fn journal_postgres() {
 /// A leader that alters the last change of every page it serves.
 struct Forger<'a, S, L>(&'a Tree<S, L>);
 
-impl<S: JournalStore, L: Layout> ChangePeer for Forger<'_, S, L> {
+impl<S: JournalStore, L: Layout> SyncPeer for Forger<'_, S, L> {
     type Error = ms_smt::TreeError<S::Error>;
+
+    async fn children(
+        &self,
+        root: &ComputedNode,
+        prefixes: &[Position],
+    ) -> Result<Vec<[Subtree; 2]>, Self::Error> {
+        self.0.children(root, prefixes).await
+    }
 
     async fn changes_from(
         &self,
@@ -297,7 +306,28 @@ async fn follow_sqlite_leader() {
         matches!(refused, Err(FollowError::Refused(_))),
         "{refused:?}"
     );
+    let head = leader.root().await.unwrap();
+    let refused = follower.sync_from(&Forger(&leader), &head).await;
+    assert!(matches!(refused, Err(SyncError::Refused(_))), "{refused:?}");
     assert_eq!(follower.root().await.unwrap(), before, "nothing written");
+    // `sync_from` takes the feed when the asked root is the peer's head:
+    // no subtree fetched.
+    let synced = follower.sync_from(&leader, &head).await.expect("sync");
+    assert_eq!((synced.root, synced.fetched), (head, 0));
+    assert!(synced.requests >= 1);
+    // A peer without a feed (a pinned view of the leader, after it moved
+    // on): the diff walk.
+    let pin = leader.pin("earlier").await.unwrap();
+    let batch = round(&mut rng, &model, 99);
+    leader.insert_many(batch.clone()).await.expect("insert");
+    apply(&mut model, &batch);
+    let back: Tree<_, Compacted> = Tree::new(MemoryStore::new());
+    let walked = back
+        .sync_from(&leader.at(&pin), &pin.root)
+        .await
+        .expect("walk");
+    assert_eq!(walked.root, pin.root);
+    assert!(walked.fetched > 0);
     follower
         .follow(&leader, 1_000)
         .await

@@ -31,11 +31,7 @@ use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::store::{ChangePage, TreeStore};
 use crate::tree::Tree;
-use crate::universe::{ChangePeer, ProvenPage, SyncError, SyncPeer, SyncReport};
-
-/// Changes per page [`HttpPeer::sync_into`] asks the remote feed for
-/// (the server cuts it to its own limit).
-pub const DEFAULT_FEED_PAGE: usize = 10_000;
+use crate::universe::{ProvenPage, SyncError, SyncPeer, SyncReport};
 
 /// Default [`HttpPeer::max_response`]: 256 MiB.
 pub const DEFAULT_MAX_RESPONSE: usize = 256 << 20;
@@ -240,26 +236,15 @@ impl HttpPeer {
         }
     }
 
-    /// Makes `local` equal to the remote namespace: through the remote
-    /// change feed from `local`'s root when the remote journal covers it
-    /// ([`Tree::follow`], pages of [`DEFAULT_FEED_PAGE`] changes), else by
-    /// reading the remote root and [`Tree::sync_from`] this peer. The diff
-    /// walk starts over (up to three times in all) when the remote root
-    /// moved during the exchange, which writes nothing.
+    /// Makes `local` equal to the remote namespace: reads the remote root,
+    /// then [`Tree::sync_from`] this peer (through the remote change feed
+    /// when its journal covers `local`'s root, else the diff walk). Starts
+    /// over (up to three times in all) when the remote root moved during a
+    /// diff walk, which writes nothing.
     pub async fn sync_into<S: TreeStore, L: Layout>(
         &self,
         local: &Tree<S, L>,
     ) -> Result<SyncReport, SyncError<S::Error, PeerError>> {
-        if let Some(followed) = local.follow(self, DEFAULT_FEED_PAGE).await? {
-            return Ok(SyncReport {
-                requests: followed.pages,
-                fetched: 0,
-                local_reads: followed.pages,
-                upserts: followed.upserts,
-                deletes: followed.deletes,
-                root: followed.root,
-            });
-        }
         let mut attempt = 1;
         loop {
             let root = self.root().await.map_err(SyncError::Peer)?;
@@ -322,7 +307,7 @@ impl HttpPeer {
     }
 }
 
-impl ChangePeer for HttpPeer {
+impl SyncPeer for HttpPeer {
     type Error = PeerError;
 
     async fn changes_from(
@@ -336,10 +321,6 @@ impl ChangePeer for HttpPeer {
         };
         Ok(Some(out.decode()?.0))
     }
-}
-
-impl SyncPeer for HttpPeer {
-    type Error = PeerError;
 
     async fn children(
         &self,

@@ -17,7 +17,7 @@ mod database;
 mod server;
 pub mod wire;
 
-pub use client::{DEFAULT_FEED_PAGE, DEFAULT_MAX_RESPONSE, HttpPeer, PeerError, PeerStats};
+pub use client::{DEFAULT_MAX_RESPONSE, HttpPeer, PeerError, PeerStats};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use database::Database;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -20,28 +20,30 @@
 //!
 //! ```text
 //!   follower (root A)              leader (journal: v1 v2 ... head)
-//!   changes_from(A, limit) ───────► version_of(A) = since
+//!   SyncPeer::changes_from(A) ────► version_of(A) = since
 //!                          ◄─────── page: since..to, changes, root B
 //!   own paths + new leaves = B ?  (else refused, nothing written)
 //!   insert_many(net changes)       repeat from B while more
 //! ```
 
 use std::collections::BTreeMap;
-use std::future::Future;
 
 use tracing::field::Empty;
 
 use crate::UpdateProof;
+use crate::descent::Subtree;
 use crate::error::TreeError;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
+use crate::position::Position;
 use crate::proof::UpdateProofError;
 use crate::store::{ChangePage, JournalStore, TreeStore};
 use crate::tree::Tree;
 use crate::tree::handle::Res;
 use crate::tree::traced::{ErrorKind, Traced};
+use crate::universe::SyncPeer;
 
 /// Times a proven page is read again when the leader's tree moved between
 /// reading the page and reading the proof.
@@ -171,23 +173,16 @@ fn net_batch(changed: &BTreeMap<Key, (&Leaf, &Leaf)>) -> Vec<(Key, Leaf)> {
         .collect()
 }
 
-/// A leader a follower can ask for the changes since a root it holds.
-pub trait ChangePeer: Sync {
-    /// The peer's error.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// The page of changes after the newest version whose root is `from`,
-    /// about `limit` changes; `Ok(None)` when the peer's journal does not
-    /// cover such a version (then only a diff walk can sync).
-    fn changes_from(
-        &self,
-        from: &ComputedNode,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<ChangePage>, Self::Error>> + Send;
-}
-
-impl<S: JournalStore, L: Layout> ChangePeer for Tree<S, L> {
+impl<S: JournalStore, L: Layout> SyncPeer for Tree<S, L> {
     type Error = TreeError<S::Error>;
+
+    async fn children(
+        &self,
+        root: &ComputedNode,
+        prefixes: &[Position],
+    ) -> Result<Vec<[Subtree; 2]>, Self::Error> {
+        self.view().children(root, prefixes).await
+    }
 
     async fn changes_from(
         &self,
@@ -304,12 +299,13 @@ impl<S: JournalStore, L: Layout> Tree<S, L> {
 }
 
 impl<S: TreeStore, L: Layout> Tree<S, L> {
-    /// Brings this tree to `peer`'s head through its change feed, page by
-    /// page, each checked against this tree before it is written (see the
-    /// module docs). `Ok(None)`, having written nothing, when the peer's
-    /// journal does not cover this tree's root: a diff walk
+    /// Brings this tree to `peer`'s head through its change feed
+    /// ([`SyncPeer::changes_from`]), pages of about `limit` changes, each
+    /// checked against this tree before it is written (see the module
+    /// docs). `Ok(None)`, having written nothing, when the peer's journal
+    /// does not cover this tree's root: a diff walk
     /// ([`sync_from`](Self::sync_from)) is then the way.
-    pub async fn follow<P: ChangePeer>(
+    pub async fn follow<P: SyncPeer>(
         &self,
         peer: &P,
         limit: usize,
@@ -324,14 +320,17 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         );
         let traced = Traced::new(span, &self.store);
         traced
-            .run(&self.store, self.follow_pages(peer, limit))
+            .run(&self.store, self.follow_pages(peer, limit, None))
             .await
     }
 
-    async fn follow_pages<P: ChangePeer>(
+    /// [`follow`](Self::follow), inside its span; with `head`, only when
+    /// the peer's head is that root (else `Ok(None)`, nothing written).
+    pub(crate) async fn follow_pages<P: SyncPeer>(
         &self,
         peer: &P,
         limit: usize,
+        head: Option<&ComputedNode>,
     ) -> Result<Option<FollowReport>, FollowError<S::Error, P::Error>> {
         let mut root = self.root().await.map_err(FollowError::Local)?;
         let mut report = FollowReport {
@@ -349,6 +348,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             let Some(page) = page else {
                 return Ok((report.pages > 0).then_some(report));
             };
+            if report.pages == 0 && head.is_some_and(|h| *h != page.head_root) {
+                return Ok(None);
+            }
             report.pages = report.pages.saturating_add(1);
             let batch = self.check_page(&page, &root).await?;
             for (_, leaf) in &batch {

@@ -12,9 +12,9 @@ mod iter;
 mod links;
 mod sync;
 
-pub use changes::{ChangePeer, FollowError, FollowReport, PageError, ProvenPage};
+pub use changes::{FollowError, FollowReport, PageError, ProvenPage};
 pub use copy::{CopyError, CopyReport};
 pub use diff::{Diff, DiffEntry};
 pub use export::{Chunk, ExportError, Import, ImportError, Trunk};
 pub use iter::{DEFAULT_PAGE, LeafEntry, Leaves};
-pub use sync::{SyncError, SyncPeer, SyncReport};
+pub use sync::{DEFAULT_FEED_PAGE, SyncError, SyncPeer, SyncReport};

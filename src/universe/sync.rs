@@ -37,7 +37,7 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::progress::ProgressOperation;
-use crate::store::TreeStore;
+use crate::store::{ChangePage, TreeStore};
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 use crate::universe::changes::{FollowError, PageError};
@@ -54,7 +54,24 @@ pub trait SyncPeer: Sync {
         root: &ComputedNode,
         prefixes: &[Position],
     ) -> impl Future<Output = Result<Vec<[Subtree; 2]>, Self::Error>> + Send;
+
+    /// The page of the peer's change feed after the newest version whose
+    /// root is `from`, about `limit` changes (see
+    /// [`JournalStore::changes`](crate::store::JournalStore::changes));
+    /// `Ok(None)` when the peer's journal does not cover such a version.
+    /// The default: the peer has no feed, and syncs take the diff walk.
+    fn changes_from(
+        &self,
+        from: &ComputedNode,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<ChangePage>, Self::Error>> + Send {
+        let _ = (from, limit);
+        async { Ok(None) }
+    }
 }
+
+/// Changes per page [`Tree::sync_from`] asks a peer's feed for.
+pub const DEFAULT_FEED_PAGE: usize = 10_000;
 
 impl<S: TreeStore, L: Layout> SyncPeer for View<'_, S, L> {
     type Error = TreeError<S::Error>;
@@ -153,10 +170,13 @@ pub struct SyncReport {
 }
 
 impl<S: TreeStore, L: Layout> Tree<S, L> {
-    /// Makes this tree equal to `peer`'s tree with root `root`, fetching
-    /// only subtrees that differ (see the module docs). Returns what it did;
-    /// the local root equals `root` afterwards unless other writers changed
-    /// this tree meanwhile.
+    /// Makes this tree equal to `peer`'s tree with root `root`: through the
+    /// peer's change feed when its journal covers this tree's root and its
+    /// head is `root` ([`follow`](Self::follow), pages of
+    /// [`DEFAULT_FEED_PAGE`] changes, each checked against this tree before
+    /// it is written), else by fetching only the subtrees that differ (see
+    /// the module docs). Returns what it did; the local root equals `root`
+    /// afterwards unless other writers changed this tree meanwhile.
     pub async fn sync_from<P: SyncPeer>(
         &self,
         peer: &P,
@@ -181,6 +201,23 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         peer: &P,
         root: &ComputedNode,
     ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
+        if let Some(followed) = self
+            .follow_pages(peer, DEFAULT_FEED_PAGE, Some(root))
+            .await?
+        {
+            Span::current()
+                .record("requests", followed.pages)
+                .record("upserts", followed.upserts)
+                .record("deletes", followed.deletes);
+            return Ok(SyncReport {
+                requests: followed.pages,
+                fetched: 0,
+                local_reads: followed.pages,
+                upserts: followed.upserts,
+                deletes: followed.deletes,
+                root: followed.root,
+            });
+        }
         let mut fetched = self.progress.meter(ProgressOperation::Sync, None);
         let local = self.view();
         let mut report = SyncReport {
