@@ -26,6 +26,9 @@
 //!   (`ms_smt::set_descent_threads`; default 0: two on this machine).
 //! * `MSSMT_LOAD_HASH_LANES`: branch hashes in flight per core
 //!   (`ms_smt::set_hash_lanes`; default 0: four where SHA-NI is present).
+//! * `MSSMT_LOAD_JOURNAL`: `yes` switches the SQL stores' change journal
+//!   on before the tree is built (`JournalStore::enable_journal`), so every
+//!   commit also writes its leaf changes (default `no`).
 //! * `MSSMT_LOAD_STORES`: any of `memory,sqlite,postgres` (default all;
 //!   Postgres only with `MSSMT_BENCH_PG_URL`, which must run with
 //!   `fsync = on`: `scripts/pg-cluster.sh init` and `start` give one).
@@ -41,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Batch, ScratchSqlite, random_batch};
-use ms_smt::store::{MemoryStore, SqliteStore, TreeStore};
+use ms_smt::store::{JournalStore, MemoryStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, Key, Leaf, TreeError, WriterConfig, WriterStats};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -58,6 +61,8 @@ struct Config {
     secs: f64,
     paths: Vec<Path>,
     stores: Vec<String>,
+    /// Whether the SQL stores keep a change journal.
+    journal: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -105,6 +110,13 @@ fn config() -> Res<Config> {
         secs: list::<f64>("MSSMT_LOAD_SECS", "5")?[0],
         paths,
         stores: list("MSSMT_LOAD_STORES", "memory,sqlite,postgres")?,
+        journal: match env("MSSMT_LOAD_JOURNAL").as_deref() {
+            None | Some("no") => false,
+            Some("yes") => true,
+            Some(other) => {
+                return Err(format!("MSSMT_LOAD_JOURNAL: {other} is not yes or no").into());
+            }
+        },
     })
 }
 
@@ -350,13 +362,22 @@ fn main() -> Res<()> {
             if cfg.stores.iter().any(|s| s == "sqlite") {
                 let file = ScratchSqlite::new("mssmt-load");
                 let store = SqliteStore::open(&file.path).await?;
+                if cfg.journal {
+                    store.enable_journal().await?;
+                }
                 measure(&cfg, n, "SQLite", store.clone()).await?;
                 store.pool().close().await;
             }
             if let Some(pg) = &pg {
                 let ns = format!("load-{n}-{}", std::process::id());
+                if cfg.journal {
+                    pg.open_namespace(&ns).enable_journal().await?;
+                }
                 measure(&cfg, n, "Postgres", pg.open_namespace(&ns)).await?;
                 pg.open_namespace(&ns).delete_all().await?;
+                if cfg.journal {
+                    pg.open_namespace(&ns).disable_journal().await?;
+                }
             }
         }
         Ok(())

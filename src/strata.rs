@@ -775,7 +775,7 @@ fn leaf_changes(
     let mut by_key: BTreeMap<Key, (Leaf, Leaf)> = BTreeMap::new();
     for (pos, slot) in removed {
         let (key, leaf) = match slot {
-            Slot::Compacted { key, leaf, .. } => (leaf_key(pos, key), leaf),
+            Slot::Compacted { key, leaf, .. } => (key.under_path(pos.path(), pos.level()), leaf),
             Slot::Leaf { leaf, .. } => (*pos.path(), leaf),
             Slot::Inner | Slot::Bottom { .. } => continue,
         };
@@ -786,7 +786,7 @@ fn leaf_changes(
     }
     for (pos, _, node, _) in placed {
         let (key, leaf) = match node {
-            Node::Compacted { key, leaf } => (leaf_key(pos, key), leaf),
+            Node::Compacted { key, leaf } => (key.under_path(pos.path(), pos.level()), leaf),
             Node::Leaf(leaf) => (*pos.path(), leaf),
             Node::Branch { .. } => continue,
         };
@@ -800,20 +800,6 @@ fn leaf_changes(
         .filter(|(_, (old, new))| old != new)
         .map(|(key, (old, new))| LeafChange { key, old, new })
         .collect()
-}
-
-/// The whole key of a leaf stored at `pos` as `low`: the bits above the
-/// position's level are where it sits (a node keeps only the bits from
-/// its level down meaningful), the rest its own.
-fn leaf_key(pos: &Position, low: &Key) -> Key {
-    let level = pos.level();
-    let whole = level / 8;
-    let mut key = *low;
-    key.0[..whole].copy_from_slice(&pos.path().0[..whole]);
-    for d in whole.saturating_mul(8)..level {
-        key = key.with_bit(d, pos.path().bit(d));
-    }
-    key
 }
 
 /// Net changes per position: a node the batch places and then moves on

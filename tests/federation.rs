@@ -79,6 +79,18 @@ fn leaf_of(i: u64) -> (Key, Leaf) {
     )
 }
 
+/// `CHANGED` changes to the leaves of [`leaf_of`]: a third replaced, a
+/// third new, a third deleted.
+fn hundred_changes() -> Vec<(Key, Leaf)> {
+    (0..CHANGED)
+        .map(|i| match i % 3 {
+            0 => (hkey("fed", i * 97), Leaf::new(b"changed".to_vec(), 9)),
+            1 => (hkey("fed-new", i), Leaf::new(b"new".to_vec(), 2)),
+            _ => (hkey("fed", i * 97), Leaf::empty()),
+        })
+        .collect()
+}
+
 /// A SQLite database with `n` leaves in namespace `ns`, and its server.
 async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String) {
     let db = SqliteDb::open("fed-source").await;
@@ -119,13 +131,7 @@ async fn sync_scenario<S: TreeStore>(
     assert_eq!(served.root().await.expect("served root"), root);
 
     // 100 changes through the source's writer: replaced, new, deleted.
-    let changes: Vec<(Key, Leaf)> = (0..CHANGED)
-        .map(|i| match i % 3 {
-            0 => (hkey("fed", i * 97), Leaf::new(b"changed".to_vec(), 9)),
-            1 => (hkey("fed-new", i), Leaf::new(b"new".to_vec(), 2)),
-            _ => (hkey("fed", i * 97), Leaf::empty()),
-        })
-        .collect();
+    let changes = hundred_changes();
     let changed = remote.insert(&changes).await.expect("insert changes");
     assert_eq!(remote.root().await.expect("root"), changed);
     let before = remote.stats();
@@ -601,13 +607,7 @@ async fn delta_sync_through_the_change_feed() {
             .expect("proven")
             .is_some()
     );
-    let changes: Vec<(Key, Leaf)> = (0..CHANGED)
-        .map(|i| match i % 3 {
-            0 => (hkey("fed", i * 97), Leaf::new(b"changed".to_vec(), 9)),
-            1 => (hkey("fed-new", i), Leaf::new(b"new".to_vec(), 2)),
-            _ => (hkey("fed", i * 97), Leaf::empty()),
-        })
-        .collect();
+    let changes = hundred_changes();
     let changed = remote.insert(&changes).await.expect("insert changes");
     let before = remote.stats();
     let delta = remote.sync_into(&local).await.expect("delta sync");

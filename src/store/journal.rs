@@ -36,8 +36,8 @@ pub struct Change {
 }
 
 /// A page of the journal: every change of the versions after
-/// `from_version` up to and including `to_version`, in version order and
-/// tree order within a version.
+/// `from_version` up to and including `to_version`, in version order (by
+/// key bytes within a version).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangePage {
     /// The version the page starts after (the follower's).
