@@ -144,8 +144,17 @@ where
     let by_version: BTreeMap<u64, &Seen> = seen.iter().map(|s| (s.version, s)).collect();
     let mut at = seen[0].version;
     let mut pages = 0;
+    let mut total = 0;
     while at < head.version {
         let page = tree.changes(at, 7).await.expect("page").expect("covered");
+        // At most the limit, unless one version alone is larger.
+        let one_version = page.changes.iter().all(|c| c.version == page.to_version);
+        assert!(
+            page.changes.len() <= 7 || one_version,
+            "{} changes",
+            page.changes.len()
+        );
+        total += page.changes.len();
         let end = by_version[&page.to_version];
         assert_eq!(page.to_root, end.root);
         assert_eq!(page.net(), model_diff(&by_version[&at].model, &end.model));
@@ -163,7 +172,16 @@ where
         at = page.to_version;
         pages += 1;
     }
-    assert!(pages > 2, "small pages: {pages}");
+    let all = tree.changes(seen[0].version, 100_000).await.expect("all");
+    assert_eq!(
+        total,
+        all.expect("covered").changes.len(),
+        "the pages hold every change"
+    );
+    assert!(
+        pages >= total.div_ceil(7 + 16),
+        "{pages} pages for {total} changes"
+    );
     // Pruning keeps the pinned version and what follows.
     let pinned = pin_version.expect("pinned");
     let removed = store
@@ -282,7 +300,7 @@ async fn follow_sqlite_leader() {
     let mut rng = StdRng::seed_from_u64(seed);
     let db = SqliteDb::open("follow").await;
     let leader: Tree<_, Compacted> = Tree::new(db.store.open_namespace("leader"));
-    leader.store().enable_journal().await.expect("enable");
+    let start = leader.store().enable_journal().await.expect("enable");
     let follower: Tree<_, Compacted> = Tree::new(MemoryStore::new());
     let mut model = Model::new();
     for r in 0..8 {
@@ -292,7 +310,17 @@ async fn follow_sqlite_leader() {
     }
     let report = follower.follow(&leader, 9).await.expect("follow");
     let report = report.expect("covered");
-    assert!(report.pages > 1);
+    // As many pages as paging the leader's journal by hand gives.
+    let (mut at, mut expected) = (start.from_version, 0);
+    loop {
+        let page = leader.changes(at, 9).await.expect("page").expect("covered");
+        expected += 1;
+        if !page.has_more() {
+            break;
+        }
+        at = page.to_version;
+    }
+    assert_eq!(report.pages, expected);
     assert_eq!(follower.root().await.unwrap(), leader.root().await.unwrap());
     assert_eq!(report.root, leader.root().await.unwrap());
     for r in 8..12 {

@@ -104,7 +104,8 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// Flips one byte in the middle of the deepest strata row of `ns`.
+/// Flips one byte in the middle of the deepest strata row of `ns` (the
+/// first by path among the deepest): a second call puts it back.
 async fn corrupt_row<DB: sqlx::Database>(conn: &mut DB::Connection, ns: &str)
 where
     <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
@@ -118,7 +119,7 @@ where
     let (path, depth, mut body): (Vec<u8>, i64, Vec<u8>) =
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = {id} \
-         ORDER BY depth DESC LIMIT 1"
+         ORDER BY depth DESC, path LIMIT 1"
         )))
         .bind(ns.to_owned())
         .fetch_one(&mut *conn)
@@ -355,6 +356,10 @@ async fn scenario(db: &str, engine: Engine, second: &str, dir: &Path) {
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.json()["clean"], false);
     assert_eq!(ok_json(db, &["audit", &ns])["clean"], true, "only the copy");
+    // Mended, so that the listings below (which walk every namespace's
+    // leaves) do not depend on which byte the flip hit.
+    corrupt(&engine, &copy).await;
+    assert_eq!(ok_json(db, &["audit", &copy])["clean"], true, "mended");
 
     many_trees(db, dir).await;
     bad_inputs(db, &ns, dir, &all, &export).await;
@@ -520,15 +525,32 @@ async fn postgres_end_to_end() {
     let Some(url) = pg_url("postgres_end_to_end") else {
         return;
     };
+    // A database of its own: `namespaces` walks every namespace of the
+    // database, and other tests (some corrupting rows on purpose) share
+    // the test database.
+    let (base, _) = url.rsplit_once('/').expect("a database in the URL");
+    let name = support::sanitize(&unique("mssmt_cli")).to_lowercase();
+    let mut admin = sqlx::PgConnection::connect(&url).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
+    let own = format!("{base}/{name}");
     let dir = tempfile::tempdir().expect("tempdir");
     let second = dir.path().join("second.db");
     scenario(
-        &url,
-        Engine::Postgres(url.clone()),
+        &own,
+        Engine::Postgres(own.clone()),
         s(&second),
         &dir.path().join("work"),
     )
     .await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .expect("drop database");
 }
 
 /// Read commands never create an SQLite file; a wrong URL or a file
