@@ -9,8 +9,8 @@ use sqlx::{AssertSqlSafe, SqlSafeStr};
 
 use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
-use super::ops::{load_state, state_for_write, version_from_sql, version_to_sql};
-use super::space::{NamespaceState, decode_root, sum_from_sql, sum_to_sql};
+use super::ops::{load_state, root_columns, state_for_write, version_from_sql, version_to_sql};
+use super::space::{NamespaceState, decode_root, sum_from_sql};
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
@@ -29,9 +29,7 @@ async fn record_version<C: Dialect>(
     version: i64,
     root: &ComputedNode,
 ) -> Res<()> {
-    let (hash, sum) = (*root != ComputedNode::empty_root())
-        .then(|| (&root.hash.0[..], sum_to_sql(root.sum)))
-        .unzip();
+    let (hash, sum) = root_columns(root);
     space.counters.round_trip(1);
     let sql = format!(
         "INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
@@ -127,10 +125,8 @@ pub(crate) async fn restart_on<C: Dialect>(
     )
     .await?;
     drop_versions_before(conn, space, id, version).await?;
-    let root = load_state(conn, space)
-        .await?
-        .map_or_else(ComputedNode::empty_root, |s| s.root);
-    record_version(conn, space, id, version, &root).await
+    // Only a clear restarts the journal: the tree is empty now.
+    record_version(conn, space, id, version, &ComputedNode::empty_root()).await
 }
 
 async fn drop_versions_before<C: Dialect>(

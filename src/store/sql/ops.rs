@@ -286,7 +286,7 @@ pub(crate) fn version_from_sql(v: i64) -> Res<u64> {
 }
 
 /// A root as the (hash, sum) columns: both NULL for the empty tree.
-fn root_columns(root: &ComputedNode) -> (Option<&[u8]>, Option<i64>) {
+pub(crate) fn root_columns(root: &ComputedNode) -> (Option<&[u8]>, Option<i64>) {
     (*root != ComputedNode::empty_root())
         .then(|| (&root.hash.0[..], sum_to_sql(root.sum)))
         .unzip()
