@@ -28,6 +28,7 @@
 
 use std::collections::BTreeMap;
 
+use tracing::Span;
 use tracing::field::Empty;
 
 use crate::UpdateProof;
@@ -44,6 +45,7 @@ use crate::tree::Tree;
 use crate::tree::handle::Res;
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::universe::SyncPeer;
+use crate::universe::sync::upserts_and_deletes;
 
 /// Times a proven page is read again when the leader's tree moved between
 /// reading the page and reading the proof.
@@ -319,13 +321,22 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             deletes = Empty,
         );
         let traced = Traced::new(span, &self.store);
-        traced
-            .run(&self.store, self.follow_pages(peer, limit, None))
-            .await
+        let work = async {
+            let report = self.follow_pages(peer, limit, None).await?;
+            if let Some(report) = &report {
+                Span::current()
+                    .record("pages", report.pages)
+                    .record("upserts", report.upserts)
+                    .record("deletes", report.deletes);
+            }
+            Ok(report)
+        };
+        traced.run(&self.store, work).await
     }
 
-    /// [`follow`](Self::follow), inside its span; with `head`, only when
-    /// the peer's head is that root (else `Ok(None)`, nothing written).
+    /// [`follow`](Self::follow)'s pages, in the caller's span; with
+    /// `head`, only when the peer's head is that root (else `Ok(None)`,
+    /// nothing written).
     pub(crate) async fn follow_pages<P: SyncPeer>(
         &self,
         peer: &P,
@@ -353,13 +364,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             }
             report.pages = report.pages.saturating_add(1);
             let batch = self.check_page(&page, &root).await?;
-            for (_, leaf) in &batch {
-                if leaf.is_empty() {
-                    report.deletes = report.deletes.saturating_add(1);
-                } else {
-                    report.upserts = report.upserts.saturating_add(1);
-                }
-            }
+            let (upserts, deletes) = upserts_and_deletes(&batch);
+            report.upserts = report.upserts.saturating_add(upserts);
+            report.deletes = report.deletes.saturating_add(deletes);
             if !batch.is_empty() {
                 let written = self.insert_many(batch).await.map_err(FollowError::Local)?;
                 if written != page.to_root {
@@ -370,10 +377,6 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             report.root = root;
             report.version = page.to_version;
             if !page.has_more() {
-                tracing::Span::current()
-                    .record("pages", report.pages)
-                    .record("upserts", report.upserts)
-                    .record("deletes", report.deletes);
                 return Ok(Some(report));
             }
         }

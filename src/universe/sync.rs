@@ -73,6 +73,13 @@ pub trait SyncPeer: Sync {
 /// Changes per page [`Tree::sync_from`] asks a peer's feed for.
 pub const DEFAULT_FEED_PAGE: usize = 10_000;
 
+/// How many of `batch`'s leaves are written (upserts) and how many deleted
+/// (an empty leaf deletes).
+pub(crate) fn upserts_and_deletes(batch: &[(Key, Leaf)]) -> (u64, u64) {
+    let deletes = batch.iter().filter(|(_, leaf)| leaf.is_empty()).count() as u64;
+    (batch.len() as u64 - deletes, deletes)
+}
+
 impl<S: TreeStore, L: Layout> SyncPeer for View<'_, S, L> {
     type Error = TreeError<S::Error>;
 
@@ -195,29 +202,41 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         traced.run(&self.store, self.sync(peer, root)).await
     }
 
-    /// [`sync_from`](Self::sync_from), inside its span.
+    /// [`sync_from`](Self::sync_from), inside its span: the feed, else the
+    /// diff walk.
     async fn sync<P: SyncPeer>(
         &self,
         peer: &P,
         root: &ComputedNode,
     ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
-        if let Some(followed) = self
+        let report = match self
             .follow_pages(peer, DEFAULT_FEED_PAGE, Some(root))
             .await?
         {
-            Span::current()
-                .record("requests", followed.pages)
-                .record("upserts", followed.upserts)
-                .record("deletes", followed.deletes);
-            return Ok(SyncReport {
+            Some(followed) => SyncReport {
                 requests: followed.pages,
                 fetched: 0,
                 local_reads: followed.pages,
                 upserts: followed.upserts,
                 deletes: followed.deletes,
                 root: followed.root,
-            });
-        }
+            },
+            None => self.walk(peer, root).await?,
+        };
+        Span::current()
+            .record("requests", report.requests)
+            .record("fetched", report.fetched)
+            .record("upserts", report.upserts)
+            .record("deletes", report.deletes);
+        Ok(report)
+    }
+
+    /// The diff walk (see the module docs).
+    async fn walk<P: SyncPeer>(
+        &self,
+        peer: &P,
+        root: &ComputedNode,
+    ) -> Result<SyncReport, SyncError<S::Error, P::Error>> {
         let mut fetched = self.progress.meter(ProgressOperation::Sync, None);
         let local = self.view();
         let mut report = SyncReport {
@@ -331,24 +350,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             }
             frontier = next;
         }
-        for (_, leaf) in &batch {
-            if leaf.is_empty() {
-                report.deletes = report.deletes.saturating_add(1);
-            } else {
-                report.upserts = report.upserts.saturating_add(1);
-            }
-        }
+        (report.upserts, report.deletes) = upserts_and_deletes(&batch);
         report.root = if batch.is_empty() {
             self.root().await.map_err(SyncError::Local)?
         } else {
             self.insert_many(batch).await.map_err(SyncError::Local)?
         };
         fetched.finish();
-        Span::current()
-            .record("requests", report.requests)
-            .record("fetched", report.fetched)
-            .record("upserts", report.upserts)
-            .record("deletes", report.deletes);
         Ok(report)
     }
 
