@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::Batch;
 use criterion::{BatchSize, Criterion, SamplingMode, criterion_group, criterion_main};
-use ms_smt::store::{MemoryStore, TreeStore, UpdateBatch};
+use ms_smt::store::{ForestCommit, ForestStore, MemoryError, MemoryStore, TreeUpdate, UpdateBatch};
 use ms_smt::{ComputedNode, FullTree, LayoutKind, NodeCache, plan_insert_many};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -45,8 +45,17 @@ fn plan(layout: LayoutKind, batch: &Batch) -> UpdateBatch {
 /// A store holding `update` alone.
 fn committed(rt: &Runtime, update: &UpdateBatch) -> MemoryStore {
     let store = MemoryStore::new();
-    rt.block_on(store.commit(update)).expect("commit");
+    rt.block_on(commit(&store, update)).expect("commit");
     store
+}
+
+/// `update` committed to `store`'s tree (one tree's commit).
+async fn commit(store: &MemoryStore, update: &UpdateBatch) -> Result<ForestCommit, MemoryError> {
+    let part = TreeUpdate {
+        tree: store,
+        batch: update,
+    };
+    store.commit_trees(&[part]).await
 }
 
 fn phases(c: &mut Criterion) {
@@ -80,7 +89,7 @@ fn phases(c: &mut Criterion) {
             b.iter_batched(
                 MemoryStore::new,
                 |store| {
-                    rt.block_on(store.commit(update)).expect("commit");
+                    rt.block_on(commit(&store, update)).expect("commit");
                     store
                 },
                 BatchSize::PerIteration,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use common::{Batch, ScratchSqlite, runtime};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{Key, Layout, Leaf, Tree};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -44,7 +44,7 @@ fn random_batch(rng: &mut StdRng, n: usize) -> Batch {
 
 /// Makes fresh, empty trees of one store kind.
 trait Factory {
-    type S: TreeStore + Clone + 'static;
+    type S: Writable + AuditStore + Clone + 'static;
     fn label(&self) -> &'static str;
     fn fresh(&self) -> Self::S;
     /// The same tree through a handle that remembers no nodes (every read
@@ -84,7 +84,7 @@ impl<S> Namespaced<S> {
         }
     }
 }
-impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
+impl<S: Writable + AuditStore + Clone + 'static> Factory for Namespaced<S> {
     type S = S;
     fn label(&self) -> &'static str {
         self.label
@@ -100,13 +100,19 @@ impl<S: TreeStore + Clone + 'static> Factory for Namespaced<S> {
     }
 }
 
-async fn insert_loop<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, Leaf)]) {
+async fn insert_loop<S: Writable + AuditStore, L: Layout>(
+    tree: &Tree<S, L>,
+    batch: &[(Key, Leaf)],
+) {
     for (k, l) in batch {
         tree.insert(*k, l.clone()).await.expect("insert");
     }
 }
 
-async fn delete_keys<S: TreeStore, L: Layout>(tree: &Tree<S, L>, batch: &[(Key, Leaf)]) {
+async fn delete_keys<S: Writable + AuditStore, L: Layout>(
+    tree: &Tree<S, L>,
+    batch: &[(Key, Leaf)],
+) {
     tree.insert_many(batch.iter().map(|(k, _)| (*k, Leaf::empty())))
         .await
         .expect("undo");
@@ -123,7 +129,7 @@ struct Group<'a> {
 impl Group<'_> {
     /// Runs `op`, one operation on `tree`, once (untimed) and prints the
     /// store counters it spent under `<group>/<name>`.
-    fn report<S: TreeStore, L: Layout, T, E: std::fmt::Debug>(
+    fn report<S: Writable + AuditStore, L: Layout, T, E: std::fmt::Debug>(
         &self,
         name: &str,
         tree: &Tree<S, L>,
@@ -146,7 +152,7 @@ impl Group<'_> {
     /// Benches `insert_many(batch)` into `tree`, each timed insert undone by
     /// an untimed delete of the same keys, then prints one operation's
     /// counters.
-    fn insert_many_undone<S: TreeStore, L: Layout>(
+    fn insert_many_undone<S: Writable + AuditStore, L: Layout>(
         &mut self,
         name: &str,
         tree: &Tree<S, L>,
@@ -170,7 +176,7 @@ impl Group<'_> {
     }
 
     /// Prints one `merkle_proofs(keys)` call's counters, then benches it.
-    fn merkle_proofs_of<S: TreeStore, L: Layout>(
+    fn merkle_proofs_of<S: Writable + AuditStore, L: Layout>(
         &mut self,
         name: &str,
         tree: &Tree<S, L>,

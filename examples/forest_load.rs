@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{ScratchSqlite, random_batch};
-use ms_smt::store::{ForestStore, MemoryStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, ForestStore, MemoryStore, SqliteStore, TreeStore, Writable};
 use ms_smt::{Compacted, Forest, Key, Leaf, Link, WriterConfig, WriterStats};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -174,7 +174,7 @@ fn add_stats(total: &mut WriterStats, s: &WriterStats) {
 fn nodes_written<S>(forest: &Forest<S, Compacted>, names: &[String]) -> u64
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     names
         .iter()
@@ -196,7 +196,7 @@ async fn run_cell<S>(
 ) -> Res<Cell>
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let names: Vec<String> = (0..k).map(|i| tree_name(run, i)).collect();
     let per_tree: Vec<_> = if kind == Kind::Trees {
@@ -273,7 +273,7 @@ where
 async fn build<S>(forest: &Forest<S, Compacted>, run: &str, k: usize, n: usize) -> Res<()>
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let mut rng = StdRng::seed_from_u64(SEED ^ (n as u64) ^ ((k as u64) << 32));
     let mut done = 0;
@@ -301,7 +301,7 @@ async fn nested_proof_cold<S>(
 ) -> Res<()>
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let forest = Forest::<_, Compacted>::new(cold).with_link(parent_link(run));
     let (tree, key, leaf) = written;
@@ -330,7 +330,7 @@ where
 async fn measure<S>(cfg: &Config, k: usize, store_name: &str, store: S, cold: S) -> Res<()>
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let run = format!("fload-{k}-{}", std::process::id());
     let names: Vec<String> = (0..k).map(|i| tree_name(&run, i)).collect();
@@ -390,7 +390,7 @@ where
 async fn check_links<S>(forest: &Forest<S, Compacted>, store: &str, k: usize) -> Res<()>
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let checked = Instant::now();
     let links = forest.audit_links().await?;
@@ -458,7 +458,7 @@ async fn check<S>(
 ) -> Res<()>
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let checked = Instant::now();
     let mut by_tree: BTreeMap<usize, Vec<(Key, Leaf)>> = BTreeMap::new();

@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Batch, ScratchSqlite, random_batch};
-use ms_smt::store::{JournalStore, MemoryStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, JournalStore, MemoryStore, SqliteStore, TreeStore, Writable};
 use ms_smt::{CompactedTree, Key, Leaf, TreeError, WriterConfig, WriterStats};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -165,7 +165,7 @@ async fn run_cell<S>(
     seed: u64,
 ) -> Cell
 where
-    S: TreeStore + Clone + 'static,
+    S: Writable + AuditStore + Clone + 'static,
 {
     let writer = (path == Path::Writer).then(|| tree.writer(WriterConfig::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -270,7 +270,7 @@ fn print_cell(n: usize, store: &str, path: Path, writers: usize, leaves: usize, 
 /// Builds a tree of `n` random leaves on `store`, then runs every cell.
 async fn measure<S>(cfg: &Config, n: usize, name: &str, store: S) -> Res<()>
 where
-    S: TreeStore + Clone + 'static,
+    S: Writable + AuditStore + Clone + 'static,
 {
     let tree = CompactedTree::new(store);
     let built = Instant::now();

@@ -56,8 +56,8 @@ use std::time::Instant;
 
 use common::Batch;
 use ms_smt::store::{
-    DEFAULT_STRATUM_HEIGHT, MemoryStore, PostgresStore, SqliteStore, StoreStats, StratumHeight,
-    TreeStore,
+    AuditStore, DEFAULT_STRATUM_HEIGHT, MemoryStore, PostgresStore, SqliteStore, StoreStats,
+    StratumHeight, Writable,
 };
 use ms_smt::{CompactedTree, ComputedNode, Key, Proof};
 use rand::SeedableRng;
@@ -260,7 +260,7 @@ struct Insert {
     wal: Option<u64>,
 }
 
-async fn insert<S: TreeStore + 'static>(
+async fn insert<S: Writable + AuditStore + 'static>(
     tree: &CompactedTree<S>,
     batch: &Batch,
     wal: Option<&Wal>,
@@ -318,7 +318,7 @@ fn median(v: &[f64]) -> Option<f64> {
 }
 
 /// A store handle that can open a cold handle on the same namespace.
-trait SqlStore: TreeStore + Clone + 'static {
+trait SqlStore: Writable + AuditStore + Clone + 'static {
     fn cold(&self) -> Self;
 }
 impl SqlStore for SqliteStore {

@@ -11,10 +11,15 @@
 //! * [`Proof`]: verification, compression, and the Go wire format.
 //! * [`store`]: the async store boundary and an in-memory store.
 //! * [`Tree::audit`]: recompute and check everything a namespace stores.
+//! * One write engine for every write (a tree's, a forest's over several
+//!   trees and their parents, the writers' groups): read, pure plan, one
+//!   commit, one judge of the outcome, one loop of retries that falls back
+//!   to the store's write lock ([`store::ForestStore::locked`]).
 //! * Hashing at the machine's limit: independent climbs of compacted leaves
-//!   run several at a time on one core's SHA-NI unit ([`set_hash_lanes`]) and a
-//!   large batch is split across two threads ([`set_descent_threads`]);
-//!   the only `unsafe` code is that SHA-NI kernel, checked against `sha2`.
+//!   run several at a time on one core's SHA-NI unit and a large batch is
+//!   split across two threads, as a tree's [`Tuning`] says
+//!   ([`Tree::with_hash_lanes`], [`Tree::with_descent_threads`]); the only
+//!   `unsafe` code is that SHA-NI kernel, checked against `sha2`.
 //! * What universe servers need beyond insert and prove, on every store and
 //!   both layouts: ordered, resumable iteration ([`View::leaves`]), diff of
 //!   two roots ([`View::diff`]), self-checking subtree reads and sync
@@ -69,8 +74,8 @@
 //!   `found`, `newest`, `steps`, `applied`; its `finished` event has the
 //!   `outcome`), rare and worth keeping.
 //! * **TRACE**, per-phase detail: `read` (the read phase), `descent`, and
-//!   `commit`, children of their operation, and `write_locked` (a write
-//!   that fell back to the namespace lock).
+//!   `commit`, children of their operation, and `write_locked` (an attempt
+//!   on the write lock of its trees, after a few lost races).
 //!
 //! Long operations report progress to a [`ProgressSink`] attached with
 //! [`Tree::with_progress`]: [`Progress`] values counting what
@@ -109,15 +114,14 @@ pub mod tapd;
 #[doc(hidden)]
 pub mod test_utils;
 mod tree;
+mod tuning;
 mod universe;
 
 pub use audit::links::{LinkAudit, LinkProblem};
 pub use audit::report::{AuditReport, Problem};
-pub use descent::{
-    NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many, set_descent_threads,
-};
+pub use descent::{NodeCache, NodeSource, PARALLEL_MIN_ITEMS, Subtree, plan_insert_many};
 pub use error::{LinkError, PlanError, SumOverflow, TreeError};
-pub use hash::{DEFAULT_HASH_LANES, Hash, hash_lanes, set_hash_lanes};
+pub use hash::Hash;
 pub use key::Key;
 pub use layout::{Compacted, Full, Layout, LayoutKind};
 pub use leaf::Leaf;
@@ -134,6 +138,7 @@ pub use tree::{
     FullTree, Link, ProvenWrite, Receipt, SubmitError, Ticket, Tree, TreeChange, TreeRoot, View,
     Writer, WriterConfig, WriterStats,
 };
+pub use tuning::{DEFAULT_HASH_LANES, Tuning, hash_lanes, set_descent_threads, set_hash_lanes};
 pub use universe::{
     Chunk, CopyError, CopyReport, DEFAULT_FEED_PAGE, DEFAULT_PAGE, Diff, DiffEntry, ExportError,
     FollowError, FollowReport, Import, ImportError, LeafEntry, Leaves, PageError, ProvenPage,

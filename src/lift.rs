@@ -9,9 +9,10 @@
 //! nanoseconds, and the same count.
 
 use crate::empty::empty_table;
-use crate::hash::{Climb, Hash, SumSchedule, climb, hash_lanes};
+use crate::hash::{Climb, Hash, SumSchedule, climb};
 use crate::key::Key;
 use crate::node;
+use crate::tuning::hash_lanes;
 
 /// One node on its way up: `hash` sits at level `from` on `key`'s path
 /// and is lifted to level `to` (`to <= from`). Every branch on the way has

@@ -9,7 +9,8 @@ pub use crate::hash::{
 };
 pub use crate::key::MAX_LEVEL;
 pub use crate::strata::Row;
-pub use crate::tree::handle::EXCLUSIVE_AFTER;
+/// Lost optimistic races after which a write takes its trees' write lock.
+pub const EXCLUSIVE_AFTER: u32 = crate::tree::engine::EXCLUSIVE_AFTER;
 
 /// Lifts `nodes` (hash, sum, key) from level 256 to level `to` on `lanes`
 /// lanes (1, 2 or 4), as the descent lifts compacted leaves: the lanes

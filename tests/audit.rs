@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use ms_smt::audit::{NodeScan, audit_nodes};
 use ms_smt::store::Pin;
-use ms_smt::store::{MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, PinStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Node, Tree, TreeError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -36,7 +36,7 @@ use support::{TempDb, hkey, pg_url, unique};
 type Model = BTreeMap<Key, Leaf>;
 
 /// Builds a tree of `n` keys in three batches, then deletes every third.
-async fn build<S: TreeStore, L: Layout>(tree: &Tree<S, L>, tag: &str, n: u64) -> Model {
+async fn build<S: Writable + AuditStore, L: Layout>(tree: &Tree<S, L>, tag: &str, n: u64) -> Model {
     let mut model = Model::new();
     for chunk in (0..n).collect::<Vec<_>>().chunks(n.div_ceil(3) as usize) {
         let batch: Vec<(Key, Leaf)> = chunk
@@ -60,7 +60,11 @@ async fn build<S: TreeStore, L: Layout>(tree: &Tree<S, L>, tag: &str, n: u64) ->
     model
 }
 
-async fn assert_clean<S: TreeStore, L: Layout>(tree: &Tree<S, L>, model: &Model, what: &str) {
+async fn assert_clean<S: Writable + AuditStore, L: Layout>(
+    tree: &Tree<S, L>,
+    model: &Model,
+    what: &str,
+) {
     let report = tree.audit().await.expect("audit");
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
     assert_eq!(report.leaves, model.len() as u64, "{what}: leaves");
@@ -71,7 +75,7 @@ async fn assert_clean<S: TreeStore, L: Layout>(tree: &Tree<S, L>, model: &Model,
     );
 }
 
-async fn clean_layout<S: TreeStore, L: Layout>(store: S, what: &str) {
+async fn clean_layout<S: Writable + AuditStore, L: Layout>(store: S, what: &str) {
     let tree = Tree::<S, L>::new(store);
     assert_clean(&tree, &Model::new(), &format!("{what} empty")).await;
     let tag = unique(what);
@@ -132,7 +136,7 @@ async fn clean_postgres() {
 /// changes it again, and checks the audit: clean, the current tree's
 /// leaves in the report and (on stores that keep pinned rows apart) one
 /// clean report per pin with its own root and leaves. Returns the two pins.
-async fn pinned_history<S: PinStore, L: Layout>(
+async fn pinned_history<S: PinStore + Writable + AuditStore, L: Layout>(
     tree: &Tree<S, L>,
     tag: &str,
     separate: bool,
@@ -204,7 +208,7 @@ async fn pinned_history<S: PinStore, L: Layout>(
 }
 
 /// After the pins go, nothing is left to audit but the current tree.
-async fn unpin_all<S: PinStore, L: Layout>(tree: &Tree<S, L>, tag: &str) {
+async fn unpin_all<S: PinStore + AuditStore, L: Layout>(tree: &Tree<S, L>, tag: &str) {
     for name in ["a", "b"] {
         assert!(tree.unpin(name).await.expect("unpin"), "{tag}: {name}");
     }
@@ -657,7 +661,7 @@ impl Tally {
 /// Audits a corrupted tree and reads `keys` from it: the audit must flag
 /// something, and a read must fail with a typed error or return data that
 /// fails verification unless it is the model's (correct) leaf.
-async fn check_corrupted<S: TreeStore, L: Layout>(
+async fn check_corrupted<S: Writable + AuditStore, L: Layout>(
     tree: &Tree<S, L>,
     model: &Model,
     keys: &[Key],

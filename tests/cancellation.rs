@@ -25,7 +25,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use ms_smt::store::{PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use sqlx::Connection;
 use support::{TempDb, assert_audit_clean, hkey, map_root, pg_url, sanitize, unique};
@@ -96,7 +96,7 @@ const EVERY_OP: &[&str] = &[
 /// handle with nothing remembered).
 async fn campaign<S, F, C>(what: &str, ops: &[&'static str], fresh: F, idle_check: C) -> Seen
 where
-    S: TreeStore + Clone + 'static,
+    S: Writable + AuditStore + Clone + 'static,
     F: Fn() -> S,
     C: AsyncFn(),
 {
@@ -275,7 +275,7 @@ async fn cancel_postgres() {
 }
 
 /// A tree on `store` seeded with 80 leaves of `tag`, and its model.
-async fn seeded<S: TreeStore>(store: S, tag: &str) -> (CompactedTree<S>, Model) {
+async fn seeded<S: Writable + AuditStore>(store: S, tag: &str) -> (CompactedTree<S>, Model) {
     let base = CompactedTree::new(store);
     let model = applied(&Model::new(), &batch(tag, 0, 80));
     base.insert_many(model.iter().map(|(k, l)| (*k, l.clone())))

@@ -18,7 +18,9 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use ms_smt::store::{ChangePage, JournalStore, MemoryStore, PinStore, Retention, TreeStore};
+use ms_smt::store::{
+    ChangePage, JournalStore, MemoryStore, PinStore, Retention, TreeStore, Writable,
+};
 use ms_smt::{
     Compacted, ComputedNode, FollowError, Full, Key, Layout, Leaf, PageError, Position, Subtree,
     SyncError, SyncPeer, Tree,
@@ -90,7 +92,7 @@ struct Seen {
 
 async fn journal_case<S, L>(store: S, seed: u64)
 where
-    S: JournalStore + PinStore + Clone,
+    S: JournalStore + PinStore + Writable,
     L: Layout,
 {
     let mut rng = StdRng::seed_from_u64(seed);

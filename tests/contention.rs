@@ -32,7 +32,7 @@ use std::process::Stdio;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -122,7 +122,7 @@ async fn child_mode() -> bool {
     std::process::exit(0);
 }
 
-async fn child_loop<S: TreeStore>(tree: CompactedTree<S>, spec: &ChildSpec) {
+async fn child_loop<S: Writable + AuditStore>(tree: CompactedTree<S>, spec: &ChildSpec) {
     // A newline first: libtest has printed "test <name> ... " without one.
     say("\nREADY");
     let mut go = String::new();
@@ -323,7 +323,7 @@ async fn serial_replay(
 }
 
 /// Everything after the writers are done.
-async fn check_final<S: TreeStore>(
+async fn check_final<S: Writable + AuditStore>(
     test: &str,
     tree: &CompactedTree<S>,
     seed: u64,
@@ -391,7 +391,7 @@ async fn check_final<S: TreeStore>(
 /// `writers` child processes write `MSSMT_CONTENTION_BATCHES` (default 20)
 /// batches each into a fresh namespace of `target`; the final tree, read
 /// through `store_of(namespace)`, must hold every acknowledged batch.
-async fn contend<S: TreeStore>(
+async fn contend<S: Writable + AuditStore>(
     test: &str,
     target: Target,
     writers: u64,

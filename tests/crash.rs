@@ -45,7 +45,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -161,7 +161,7 @@ async fn child_mode() -> bool {
 }
 
 /// Writes batches `start..` until killed (or an error, reported as `ERR`).
-async fn child_loop<S: TreeStore>(tree: CompactedTree<S>, spec: &ChildSpec) {
+async fn child_loop<S: Writable + AuditStore>(tree: CompactedTree<S>, spec: &ChildSpec) {
     // A newline first: libtest has printed "test <name> ... " without one.
     say("\nREADY");
     for i in spec.start..spec.start + 1_000_000 {
@@ -718,7 +718,7 @@ async fn linger(what: &str, pool: &sqlx::PgPool, app: &str, fig: &mut Figures) {
 
 /// The checks after a crash; moves the model past the in-flight batch when
 /// it landed.
-async fn verify<S: TreeStore>(
+async fn verify<S: Writable + AuditStore>(
     what: &str,
     tree: &CompactedTree<S>,
     model: &mut Model,

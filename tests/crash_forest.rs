@@ -25,7 +25,7 @@ mod support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ms_smt::store::{ForestStore, PostgresStore, SqliteStore};
+use ms_smt::store::{AuditStore, ForestStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{Compacted, Forest, Key, Leaf, Link, WriterConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -90,7 +90,7 @@ async fn child_mode() -> bool {
 async fn child_loop<S>(store: S, spec: &ChildSpec)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let writer = forest(store, &spec.run).writer(WriterConfig::default());
     // A newline first: libtest has printed "test <name> ... " without one.
@@ -121,7 +121,7 @@ where
 async fn campaign<S>(test: &str, target: Target, fresh: impl Fn() -> S) -> usize
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let run = unique("crash-forest");
     let seed = seed_from_env("MSSMT_CRASH_FOREST_SEED");
@@ -195,7 +195,7 @@ where
 async fn check<S>(forest: &Forest<S, Compacted>, run: &str, acked: &[u64], what: &str)
 where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     for t in 0..TREES {
         let name = format!("{run}/t{t}");

@@ -23,7 +23,7 @@ mod support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ms_smt::store::{BulkStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, BulkStore, PostgresStore, SqliteStore, Writable};
 use ms_smt::{CompactedTree, Key, Leaf, WriterConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -73,7 +73,7 @@ async fn child_mode() -> bool {
 }
 
 /// 64 submitters of one new leaf each, until killed.
-async fn child_loop<S: TreeStore + Clone + 'static>(store: S, spec: &ChildSpec) {
+async fn child_loop<S: Writable + AuditStore + Clone + 'static>(store: S, spec: &ChildSpec) {
     let tree = CompactedTree::new(store);
     let writer = tree.writer(WriterConfig::default());
     // A newline first: libtest has printed "test <name> ... " without one.
@@ -101,7 +101,11 @@ async fn child_loop<S: TreeStore + Clone + 'static>(store: S, spec: &ChildSpec) 
 
 /// Kills `rounds` children writing to `target`; returns the acknowledged
 /// submissions checked.
-async fn campaign<S: BulkStore>(test: &str, target: Target, fresh: impl Fn() -> S) -> usize {
+async fn campaign<S: BulkStore + AuditStore>(
+    test: &str,
+    target: Target,
+    fresh: impl Fn() -> S,
+) -> usize {
     let namespace = unique("crash-writer");
     let mut acked: Vec<u64> = Vec::new();
     // The kill delays, from a printed seed (`MSSMT_TEST_SEED` replays them).

@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use ms_smt::failpoint::{Action, POINTS, arm, disarm};
-use ms_smt::store::{PostgresStore, SqlStoreError, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, PostgresStore, SqlStoreError, SqliteStore, Writable};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, TreeError};
 use sqlx::Connection;
 use support::{TempDb, hkey, pg_url, root_of, unique};
@@ -48,7 +48,7 @@ fn batch(tag: &str, round: u64) -> Vec<(Key, Leaf)> {
 /// Seeds the tree of namespace `ns` with its first batch; returns the
 /// batches applied so far, the batch the fault will hit, and the roots
 /// before and after that batch.
-async fn seed<S: TreeStore>(
+async fn seed<S: Writable + AuditStore>(
     tree: &CompactedTree<S>,
     ns: &str,
 ) -> (
@@ -67,7 +67,7 @@ async fn seed<S: TreeStore>(
 
 /// Once the fault is gone: the audit is clean and the next write succeeds
 /// on top of the `applied` batches.
-async fn recovers<S: TreeStore>(
+async fn recovers<S: Writable + AuditStore>(
     tree: &CompactedTree<S>,
     ns: &str,
     what: &str,
@@ -139,7 +139,7 @@ fn check_root(
 }
 
 /// Runs every point and action on the pool store `make(ns)` gives.
-async fn pool_faults<S: TreeStore<Error = SqlStoreError> + NoMemory + 'static>(
+async fn pool_faults<S: Writable<Error = SqlStoreError> + AuditStore + NoMemory + 'static>(
     store_name: &str,
     make: impl Fn(&str) -> S,
 ) -> usize {
@@ -209,7 +209,7 @@ const TX_POINTS: [&str; 3] = ["root_checked", "merged", "written"];
 /// transaction (see [`write_in_tx`]) and has the host commit, returning what
 /// the write returned; `check(what, outcome, root, old, new)` checks the
 /// root read after the commit.
-async fn host_tx_faults<S: TreeStore + NoMemory>(
+async fn host_tx_faults<S: Writable + AuditStore + NoMemory>(
     (tag, label): (&str, &str),
     make: impl Fn(&str) -> S,
     check: impl Fn(&str, &Outcome, ComputedNode, ComputedNode, ComputedNode),
@@ -237,7 +237,7 @@ async fn host_tx_faults<S: TreeStore + NoMemory>(
 }
 
 /// `batch` written through `tree`, with a panic caught.
-async fn faulted_write<S: TreeStore<Error = SqlStoreError>>(
+async fn faulted_write<S: Writable<Error = SqlStoreError> + AuditStore>(
     tree: &CompactedTree<S>,
     batch: &[(Key, Leaf)],
     what: &str,
@@ -251,7 +251,7 @@ async fn faulted_write<S: TreeStore<Error = SqlStoreError>>(
 /// `batch` written through the store `open` makes on the host's
 /// transaction `tx` ([`faulted_write`]); then the fault at `ns` is
 /// disarmed, before the host commits.
-async fn write_in_tx<'t, C, S: TreeStore<Error = SqlStoreError>>(
+async fn write_in_tx<'t, C, S: Writable<Error = SqlStoreError> + AuditStore>(
     tx: &'t mut C,
     open: impl FnOnce(&'t mut C) -> S,
     ns: &str,

@@ -23,7 +23,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ms_smt::federation::{HttpPeer, PeerError, ServerConfig, router, serve};
-use ms_smt::store::TreeStore;
+use ms_smt::store::{AuditStore, Writable};
 use ms_smt::{CompactedTree, Key, Leaf, SyncError};
 use support::stores::{SqliteDb, pg_store};
 use support::{hkey, unique};
@@ -102,7 +102,7 @@ async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String) {
 
 /// Syncs `local` (served at `local_url`) from `ns` at `from`, then again
 /// after 100 changes there, checking the roots and the cost.
-async fn sync_scenario<S: TreeStore>(
+async fn sync_scenario<S: Writable + AuditStore>(
     kind: &str,
     from: &str,
     ns: &str,

@@ -39,30 +39,20 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use ms_smt::store::{ForestCommit, ForestStore, MemoryStore, TreeStore, TreeUpdate, UpdateBatch};
-use ms_smt::test_utils::sha256;
+use ms_smt::store::{
+    AuditStore, ForestCommit, ForestStore, MemoryStore, TreeStore, TreeUpdate, UpdateBatch,
+    Writable,
+};
 use ms_smt::{
     CompactedTree, ComputedNode, Forest, Key, Leaf, Link, LinkError, LinkProblem, LinkSum,
     NestedProof, PlanError, SubmitError, Tree, TreeError, WriterConfig,
 };
 use sqlx::Connection;
+use support::links::{child_key, forest_of};
 use support::suite::TestStore;
 use support::{hkey, unique};
 
 type Compacted = ms_smt::Compacted;
-
-/// The key of child `name` in its parent.
-fn child_key(name: &str) -> Key {
-    Key(sha256(name.as_bytes()).0)
-}
-
-/// A forest whose parent `{p}` holds every namespace named `{p}/...`.
-fn forest_of<S: ForestStore>(store: S, p: &str) -> Forest<S, Compacted> {
-    let prefix = format!("{p}/");
-    Forest::new(store).with_link(Link::rule(p, move |name| {
-        name.starts_with(&prefix).then(|| child_key(name))
-    }))
-}
 
 /// The root of a compacted tree built alone, in memory, from `leaves`.
 async fn alone(leaves: &BTreeMap<Key, Leaf>) -> ComputedNode {
@@ -76,7 +66,7 @@ async fn alone(leaves: &BTreeMap<Key, Leaf>) -> ComputedNode {
 async fn parents_follow_children<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("parent");
     let forest = forest_of(store, &p);
@@ -131,7 +121,7 @@ async fn check_links<S>(
     model: &BTreeMap<String, BTreeMap<Key, Leaf>>,
 ) where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let roots = forest.roots(names).await.expect("roots");
     let mut parent = BTreeMap::new();
@@ -164,7 +154,7 @@ async fn check_links<S>(
 async fn stacked_links<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let top = unique("multiverse");
     let supply = format!("{top}/supply");
@@ -221,7 +211,7 @@ where
 async fn overflow_through_the_chain<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("overflow");
     let forest = forest_of(store, &p);
@@ -268,7 +258,7 @@ where
 async fn writer_many_trees<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("many");
     let forest = forest_of(store, &p);
@@ -333,7 +323,7 @@ where
 async fn audit_finds_writes_around_links<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("around");
     let forest = forest_of(store, &p);
@@ -377,7 +367,7 @@ where
 async fn links_refuse<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("refuse");
     let forest = forest_of(store.clone(), &p);
@@ -436,7 +426,7 @@ async fn assert_acked_and_linked<S>(
     children: u64,
 ) where
     S: ForestStore,
-    S::Tree: Clone,
+    S::Tree: Writable + AuditStore,
 {
     let mut by_tree: BTreeMap<&str, Vec<(Key, &Leaf)>> = BTreeMap::new();
     for (name, key, leaf) in acked {
@@ -462,7 +452,7 @@ async fn assert_acked_and_linked<S>(
 async fn two_writers_race<S>(store: S)
 where
     S: ForestStore + Clone + TestStore + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     let p = unique("race");
     let peer = store.peer().await;
@@ -523,7 +513,7 @@ where
 async fn wide_commits<S>(store: S)
 where
     S: ForestStore + Clone + TestStore + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     const TREES: u64 = 300;
     let p = unique("wide");
@@ -575,7 +565,7 @@ where
 async fn more_trees_than_locks<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     const TREES: u64 = 50_000;
     let p = unique("locks");
@@ -610,7 +600,7 @@ where
 async fn writer_failed_commit<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     use ms_smt::failpoint::{Action, arm, disarm};
     let p = unique("fail");
@@ -718,7 +708,7 @@ async fn memory_commit_is_all_or_nothing() {
 async fn sql_all_or_nothing<S>(store: S)
 where
     S: ForestStore + Clone + 'static,
-    S::Tree: Clone + 'static,
+    S::Tree: Writable + AuditStore + 'static,
 {
     use ms_smt::failpoint::{Action, arm, disarm};
     let p = unique("atomic");

@@ -21,7 +21,7 @@ fn rank(path: &[&str]) -> Option<u32> {
     let first = *path.first()?;
     Some(match first {
         "hash" | "key" | "leaf" | "lift" | "empty" | "position" | "node" | "sum" | "error"
-        | "progress" => 0,
+        | "progress" | "tuning" => 0,
         "layout" | "pin" => 1,
         "descent" => 2,
         "strata" => 3,

@@ -26,6 +26,7 @@ mod changes;
 mod cli;
 #[cfg(all(feature = "cli", feature = "sqlite", feature = "postgres"))]
 mod cli_tapd;
+mod engine;
 mod federation;
 mod forest;
 mod layers;

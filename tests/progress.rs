@@ -12,7 +12,7 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 
-use ms_smt::store::{BulkStore, MemoryStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, BulkStore, MemoryStore, SqliteStore, Writable};
 use ms_smt::{
     CompactedTree, FullTree, Key, Layout, Leaf, Progress, ProgressOperation, ProgressSink, Tree,
 };
@@ -82,7 +82,7 @@ fn batch(tag: &str, from: u64, n: u64) -> Vec<(Key, Leaf)> {
 }
 
 /// Every operation's progress on the namespaces `store` opens.
-async fn check_progress<S: BulkStore + Clone + 'static>(store: &S, sql: bool) {
+async fn check_progress<S: BulkStore + AuditStore + Clone + 'static>(store: &S, sql: bool) {
     let tag = unique("progress");
     let open = |name: &str| store.open_namespace(&unique(name)).expect("namespace");
     let recorder = Recorder::default();
@@ -196,7 +196,7 @@ async fn check_progress<S: BulkStore + Clone + 'static>(store: &S, sql: bool) {
 
 /// The watch sink: an async task awaiting changes sees the operation's
 /// reports, and the last value is the write's last phase, complete.
-async fn check_watch<S: TreeStore + Clone + 'static, L: Layout>(store: S) {
+async fn check_watch<S: Writable + AuditStore + Clone + 'static, L: Layout>(store: S) {
     let (sink, mut receiver) = ProgressSink::watch();
     assert!(receiver.borrow().is_none());
     let tree: Tree<S, L> = Tree::new(store).with_progress(sink);

@@ -19,7 +19,9 @@ use crate::support;
 
 use std::str::FromStr;
 
-use ms_smt::store::{BulkStore, PinStore, PostgresStore, SqlStoreError, SqliteStore, TreeStore};
+use ms_smt::store::{
+    AuditStore, BulkStore, PinStore, PostgresStore, SqlStoreError, SqliteStore, Writable,
+};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -71,7 +73,8 @@ type Earlier = (&'static str, &'static str, &'static [i64]);
 
 /// One engine's database for a scenario, and raw SQL on it.
 trait Db {
-    type Store: TreeStore<Error = SqlStoreError>
+    type Store: Writable<Error = SqlStoreError>
+        + AuditStore
         + BulkStore
         + PinStore
         + Clone

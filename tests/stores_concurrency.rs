@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ms_smt::store::{MemoryStore, StoreStats, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, StoreStats, Writable};
 use ms_smt::{Compacted, Full, Key, Layout, LayoutKind, Leaf, Tree};
 use support::hooked::{Hook, Hooked};
 use support::model::{self, Model};
@@ -87,7 +87,7 @@ fn writer_batches(kind: LayoutKind, ns: &str, w: usize) -> Vec<Vec<(Key, Leaf)>>
         .collect()
 }
 
-async fn writer<S: TreeStore, L: Layout>(
+async fn writer<S: Writable + AuditStore, L: Layout>(
     tree: Tree<S, L>,
     kind: &'static str,
     ns: String,
@@ -264,12 +264,22 @@ on_every_store!(concurrent_writers => concurrency);
 type Interfere<L> = Hooked<MemoryStore, Interference<L>>;
 
 /// The interfering writer of an [`Interfere`] store.
-#[derive(Clone)]
 struct Interference<L: Layout> {
     reads: Arc<AtomicU64>,
     at: u64,
     other: Tree<MemoryStore, L>,
     batch: Arc<Mutex<Option<Batch>>>,
+}
+
+impl<L: Layout> Clone for Interference<L> {
+    fn clone(&self) -> Self {
+        Interference {
+            reads: self.reads.clone(),
+            at: self.at,
+            other: self.other.clone(),
+            batch: self.batch.clone(),
+        }
+    }
 }
 
 impl<L: Layout> Interference<L> {
@@ -296,7 +306,7 @@ impl<L: Layout> Hook for Interference<L> {
         }
     }
 
-    fn after_commit(&self, _stats: StoreStats, _committed: bool) {}
+    fn after_commit(&self, _stats: StoreStats, _committed: bool, _locked: bool) {}
 }
 
 /// A key on the left (bit 0 = 0) or right (bit 0 = 1) half of the tree.

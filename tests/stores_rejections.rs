@@ -14,7 +14,7 @@ use crate::support;
 
 use ms_smt::Hash;
 use ms_smt::Node;
-use ms_smt::store::UpdateBatch;
+use ms_smt::store::{ForestStore, TreeUpdate, UpdateBatch};
 use ms_smt::test_utils::{branch_hash, sha256};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Position, Tree};
 use support::suite::*;
@@ -187,7 +187,11 @@ on_every_store!(overflow_and_big_sums => overflow_layout::<Full, Compacted>);
 /// the store's missing-reference error naming `culprit`, writing nothing.
 async fn refused<S: TestStore>(store: &S, what: &str, batch: UpdateBatch, culprit: Hash) {
     let before = store.dump().await;
-    let err = match store.commit(&batch).await {
+    let part = TreeUpdate {
+        tree: store,
+        batch: &batch,
+    };
+    let err = match store.forest().commit_trees(&[part]).await {
         Ok(outcome) => panic!("{} {what}: commit accepted ({outcome:?})", S::KIND),
         Err(err) => err.to_string(),
     };

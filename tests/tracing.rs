@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use ms_smt::store::{MemoryStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, Writable};
 use ms_smt::{CompactedTree, FullTree, Key, Layout, Leaf, Tree, WriterConfig};
 use support::stores::{SqliteDb, pg_store};
 use support::{hkey, unique};
@@ -256,7 +256,7 @@ fn batch(tag: &str, n: u64) -> Vec<(Key, Leaf)> {
 /// Every span a person debugging these operations needs, with its fields.
 async fn check_spans<S, L>(capture: &Capture, tree: &Tree<S, L>, namespace: &str)
 where
-    S: TreeStore + Clone + 'static,
+    S: Writable + AuditStore + Clone + 'static,
     L: Layout + Send + Sync + 'static,
 {
     let tag = unique("spans");

@@ -34,7 +34,9 @@ use std::future::Future;
 use std::ops::Bound;
 use std::time::Instant;
 
-use ms_smt::store::{BulkStore, MemoryStore, PinStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{
+    AuditStore, BulkStore, MemoryStore, PinStore, PostgresStore, SqliteStore, Writable,
+};
 use ms_smt::{Chunk, ImportError, SyncError, SyncPeer, Trunk};
 use ms_smt::{
     Compacted, ComputedNode, Full, Key, Layout, LayoutKind, Leaf, MultiProof, Position, Subtree,
@@ -210,7 +212,7 @@ fn batch_of(tag: &str, r: &BatchR) -> Vec<(Key, Leaf)> {
 
 /// Applies `batch` to the tree and the model, skipping a batch whose sums
 /// overflow (the tree refuses it too).
-async fn write<S: TreeStore, L: Layout>(
+async fn write<S: Writable + AuditStore, L: Layout>(
     tree: &Tree<S, L>,
     model: &mut Model,
     batch: &[(Key, Leaf)],
@@ -774,7 +776,7 @@ on_every_store!(pins_on => pins);
 
 /// The leaves of `src`'s current tree that `keep` keeps, copied into
 /// `target` with `copy_filter_to`.
-async fn copy_kept<S: UStore, T: TreeStore + 'static, L2: Layout>(
+async fn copy_kept<S: UStore, T: Writable + AuditStore + 'static, L2: Layout>(
     src: &Tree<S, Compacted>,
     target: &Tree<T, L2>,
     keep: impl Fn(&Key) -> bool,

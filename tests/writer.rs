@@ -49,7 +49,7 @@ fn waiting(wait: Duration) -> WriterConfig {
 
 /// `try_submit`s each of `pairs` alone, in order; the queue must have room
 /// for all of them (`what` says why it should).
-fn queue_each<S: ms_smt::store::TreeStore>(
+fn queue_each<S: ms_smt::store::Writable + ms_smt::store::AuditStore>(
     writer: &Writer<S, Compacted>,
     pairs: impl IntoIterator<Item = (Key, Leaf)>,
     what: &str,

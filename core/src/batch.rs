@@ -18,13 +18,19 @@ pub struct Item<'a> {
 /// more than once the **last** occurrence wins, as a map built by inserting
 /// the pairs in order would.
 pub fn prepare(batch: &[(Key, Leaf)]) -> Vec<Item<'_>> {
-    let mut items: Vec<Item<'_>> = batch
-        .iter()
+    prepare_pairs(batch)
+}
+
+/// [`prepare`] of pairs that need not sit in one slice (several
+/// submissions to one tree, in order).
+pub fn prepare_pairs<'a>(pairs: impl IntoIterator<Item = &'a (Key, Leaf)>) -> Vec<Item<'a>> {
+    let mut items: Vec<Item<'a>> = pairs
+        .into_iter()
         .map(|(key, leaf)| Item { key: *key, leaf })
         .collect();
     // Stable: equal keys keep their input order, so the last one is last.
     items.sort_by(|a, b| a.key.tree_cmp(&b.key));
-    let mut out: Vec<Item<'_>> = Vec::with_capacity(items.len());
+    let mut out: Vec<Item<'a>> = Vec::with_capacity(items.len());
     for item in items {
         match out.last_mut() {
             Some(last) if last.key == item.key => *last = item,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, TreeStore};
+use ms_smt::store::{AuditStore, MemoryStore, PostgresStore, SqliteStore, TreeStore, Writable};
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Proof, Tree};
 use serde::Deserialize;
 use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
@@ -144,7 +144,7 @@ fn err<E: fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
 }
 
 /// Replays a valid case on `tree` (which must be empty).
-pub async fn replay_valid<S: TreeStore, L: Layout>(
+pub async fn replay_valid<S: Writable + AuditStore, L: Layout>(
     tree: &Tree<S, L>,
     all: &[(Key, Leaf)],
     case: &ValidCase,
@@ -270,7 +270,7 @@ fn check_proof(
 /// before the last leaf of `all_tree_leaves` succeeds, the one at the last
 /// index fails with an error containing `case.error`. On the batched path the
 /// one batch must be rejected and leave the tree unchanged.
-pub async fn replay_error<S: TreeStore, L: Layout>(
+pub async fn replay_error<S: Writable + AuditStore, L: Layout>(
     tree: &Tree<S, L>,
     all: &[(Key, Leaf)],
     case: &ErrorCase,
@@ -355,7 +355,7 @@ pub async fn replay_file<S, L, F, Fut>(
     mut fresh: F,
 ) -> Vec<CaseResult>
 where
-    S: TreeStore,
+    S: Writable + AuditStore,
     L: Layout,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Tree<S, L>, String>>,
@@ -551,7 +551,7 @@ impl Stores {
 /// Replays `file` on the chosen layouts and paths with a fresh store from
 /// `fresh` per case.
 #[allow(clippy::too_many_arguments)]
-async fn replay_on<S: TreeStore + 'static>(
+async fn replay_on<S: Writable + AuditStore + 'static>(
     name: &str,
     file: &VectorFile,
     store_label: &str,
@@ -587,7 +587,7 @@ struct ReplayOn<'a, S> {
     fresh: &'a (dyn Fn() -> S + Sync),
 }
 
-impl<S: TreeStore + 'static> ReplayOn<'_, S> {
+impl<S: Writable + AuditStore + 'static> ReplayOn<'_, S> {
     /// Replays the file on layout `L` (named `layout`), a fresh store per
     /// case, and reports each case.
     async fn layout<L: Layout>(&self, layout: &str, report: &mut dyn FnMut(&CaseResult)) {

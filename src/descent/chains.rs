@@ -12,8 +12,9 @@
 use crate::descent::items::Item;
 use crate::descent::prelift::lift_targets;
 use crate::empty::empty_table;
-use crate::hash::{Climb, Hash, SumSchedule, climb, hash_lanes};
+use crate::hash::{Climb, Hash, SumSchedule, climb};
 use crate::key::MAX_LEVEL;
+use crate::tuning::hash_lanes;
 
 /// Hashes one chain holds: levels 0 to 256.
 const LEVELS: usize = MAX_LEVEL + 1;

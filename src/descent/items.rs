@@ -4,7 +4,7 @@
 use crate::error::PlanError;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
-pub(crate) use ms_smt_core::batch::{Item, prepare, sorted_keys};
+pub(crate) use ms_smt_core::batch::{Item, prepare, prepare_pairs, sorted_keys};
 
 /// Whether a write of `leaves` under `kind` reads the siblings beside its
 /// paths too: only a compacted delete may pull an untouched sibling up,

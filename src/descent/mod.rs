@@ -15,11 +15,11 @@ mod subtree;
 mod trees;
 
 pub use batch::{LeafChange, NetChange, UpdateBatch};
-pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many, set_descent_threads};
+pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many};
 pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;
 
-pub(crate) use items::{Item, batch_sum, prepare, reads_siblings, sorted_keys};
-pub(crate) use plan::{fork_here, on_two_threads, plan_items};
+pub(crate) use items::{batch_sum, prepare, prepare_pairs, reads_siblings, sorted_keys};
+pub(crate) use plan::{fork_here, on_two_threads};
 pub(crate) use source::sibling_sum;
 pub(crate) use trees::{TreeItems, plan_trees};

@@ -9,7 +9,6 @@ use crate::descent::{compacted, full};
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::hash::{Hash, add_hash_calls, hash_calls};
 use crate::key::Key;
@@ -158,24 +157,6 @@ impl<'a, R: NodeSource> Planner<'a, R> {
 /// hashed on one thread).
 pub const PARALLEL_MIN_ITEMS: usize = 256;
 
-/// Threads the descent may use (1 turns the split off); see
-/// [`set_descent_threads`](crate::set_descent_threads).
-static DESCENT_THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Sets how many threads one descent may hash on, for the whole process:
-/// 1 keeps every descent on the calling thread; 2 or more splits a batch of
-/// [`PARALLEL_MIN_ITEMS`] or more keys at its first branch with keys on
-/// both sides, one half on a scoped thread of its own; 0 (the default)
-/// means 2 where the machine has two or more cores, else 1. Roots, proofs
-/// and the stored nodes are the same either way.
-///
-/// The split half runs on a thread of its own, not on the async runtime's
-/// workers; the other half runs on the calling thread, which for the tree's
-/// async methods is a runtime worker, as without the split.
-pub fn set_descent_threads(threads: usize) {
-    DESCENT_THREADS.store(threads, Ordering::Relaxed);
-}
-
 /// True when a subtree with `items` items should be split across threads.
 /// A layout's descent step: rewrites the subtree at a level whose stored
 /// hash is given so that it holds the items.
@@ -186,11 +167,7 @@ pub(crate) fn fork_here(items: usize, forked: bool) -> bool {
     if forked || items < PARALLEL_MIN_ITEMS {
         return false;
     }
-    let threads = match DESCENT_THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    threads >= 2
+    crate::tuning::Tuning::current().descent_threads() >= 2
 }
 
 /// Runs `left` on a scoped second thread and `right` on this one; the
@@ -201,10 +178,11 @@ pub(crate) fn on_two_threads<A: Send, B>(
     left: impl FnOnce() -> A + Send,
     right: impl FnOnce() -> B,
 ) -> (A, B) {
+    let tuning = crate::tuning::Tuning::current();
     let (a, calls, b) = std::thread::scope(|scope| {
         let handle = scope.spawn(move || {
             let before = hash_calls();
-            let a = left();
+            let a = tuning.apply(left);
             (a, hash_calls().wrapping_sub(before))
         });
         let b = right();
@@ -426,6 +404,7 @@ mod tests {
     use super::*;
     use crate::descent::NodeCache;
     use crate::hash::hash_calls;
+    use crate::tuning::Tuning;
 
     fn random_batch(rng: &mut StdRng, n: usize, delete_from: &[(Key, Leaf)]) -> Vec<(Key, Leaf)> {
         let mut batch: Vec<(Key, Leaf)> = (0..n)
@@ -448,6 +427,26 @@ mod tests {
         batch
     }
 
+    /// The plan on `threads` threads (and `lanes` lanes: 0, the default),
+    /// as a tree with that tuning plans it, and its hash count.
+    fn plan_on_lanes(
+        threads: usize,
+        lanes: usize,
+        kind: LayoutKind,
+        source: &NodeCache,
+        root: ComputedNode,
+        batch: &[(Key, Leaf)],
+    ) -> (UpdateBatch, u64) {
+        let tuning = Tuning::new()
+            .with_descent_threads(threads)
+            .with_hash_lanes(lanes);
+        tuning.apply(|| {
+            let before = hash_calls();
+            let update = plan_insert_many(kind, source, root, batch).expect("plan");
+            (update, hash_calls().wrapping_sub(before))
+        })
+    }
+
     fn plan_on(
         threads: usize,
         kind: LayoutKind,
@@ -455,10 +454,7 @@ mod tests {
         root: ComputedNode,
         batch: &[(Key, Leaf)],
     ) -> (UpdateBatch, u64) {
-        set_descent_threads(threads);
-        let before = hash_calls();
-        let update = plan_insert_many(kind, source, root, batch).expect("plan");
-        (update, hash_calls().wrapping_sub(before))
+        plan_on_lanes(threads, 0, kind, source, root, batch)
     }
 
     /// The split descent plans exactly what one thread plans: the same
@@ -490,7 +486,6 @@ mod tests {
                 assert_eq!(calls_one, calls_two);
             }
         }
-        set_descent_threads(0);
     }
 
     /// A full build climbing its leaves' lone branches a few at a time on
@@ -515,8 +510,8 @@ mod tests {
                 };
                 batch.push((key, leaf));
             }
-            crate::hash::set_hash_lanes(1);
-            let (want, calls) = plan_on(
+            let (want, calls) = plan_on_lanes(
+                1,
                 1,
                 LayoutKind::Full,
                 &empty,
@@ -524,9 +519,9 @@ mod tests {
                 &batch,
             );
             for (threads, lanes) in [(1, 2), (1, 4), (2, 4), (2, 2)] {
-                crate::hash::set_hash_lanes(lanes);
-                let (got, got_calls) = plan_on(
+                let (got, got_calls) = plan_on_lanes(
                     threads,
+                    lanes,
                     LayoutKind::Full,
                     &empty,
                     ComputedNode::empty_root(),
@@ -540,8 +535,6 @@ mod tests {
                 assert_eq!(got_calls, calls, "{size} keys, {threads}t{lanes}l");
             }
         }
-        crate::hash::set_hash_lanes(0);
-        set_descent_threads(0);
     }
 
     /// Lifting every leaf of an update beforehand ([`prelift`], on the
@@ -590,6 +583,5 @@ mod tests {
             );
             assert_eq!(calls, calls_in_place, "update with {size}");
         }
-        set_descent_threads(0);
     }
 }

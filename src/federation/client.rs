@@ -29,7 +29,7 @@ use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
-use crate::store::{ChangePage, TreeStore};
+use crate::store::{ChangePage, Writable};
 use crate::tree::Tree;
 use crate::universe::{ProvenPage, SyncError, SyncPeer, SyncReport};
 
@@ -241,7 +241,7 @@ impl HttpPeer {
     /// when its journal covers `local`'s root, else the diff walk). Starts
     /// over (up to three times in all) when the remote root moved during a
     /// diff walk, which writes nothing.
-    pub async fn sync_into<S: TreeStore, L: Layout>(
+    pub async fn sync_into<S: Writable, L: Layout>(
         &self,
         local: &Tree<S, L>,
     ) -> Result<SyncReport, SyncError<S::Error, PeerError>> {

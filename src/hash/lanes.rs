@@ -3,11 +3,11 @@
 //!
 //! Callers group independent work (the climbs of different compacted
 //! leaves above all) into [`branch_hashes`] calls of the width
-//! [`hash_lanes`] names. Every hash counts as one call, as
+//! [`hash_lanes`](crate::hash_lanes) names (the [`Tuning`](crate::Tuning)
+//! in effect). Every hash counts as one call, as
 //! [`branch_hash`](super::branch_hash) does.
 
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::climb::Climb;
 use super::schedule::SumSchedule;
@@ -20,39 +20,6 @@ pub type BranchInput = (Hash, Hash, u64);
 
 #[cfg(target_arch = "x86_64")]
 static KERNEL: LazyLock<Option<super::shani::ShaNi>> = LazyLock::new(super::shani::ShaNi::detect);
-
-/// Lanes asked for with [`set_hash_lanes`]; 0 = the default.
-static LANES: AtomicUsize = AtomicUsize::new(0);
-
-/// The lane count used where none was set. In the descent's climbs four
-/// measured a few per cent faster than two on SHA-NI (10,000 keys into an
-/// empty tree on two threads: 55 ms against 60 ms); in isolation two and
-/// four are within 10 % of each other, as four spill the 16 vector
-/// registers (BENCHMARKS.md, "Lanes").
-pub const DEFAULT_HASH_LANES: usize = 4;
-
-/// Sets how many branch hashes the descent keeps in flight on one core,
-/// for the whole process: 1, 2 or 4 (other values round down to one of
-/// them; 0 restores the default, [`DEFAULT_HASH_LANES`]). Without SHA-NI
-/// the lanes run one after another, so the setting changes nothing there.
-/// Roots, proofs and hash counts are the same at every setting.
-pub fn set_hash_lanes(lanes: usize) {
-    LANES.store(lanes, Ordering::Relaxed);
-}
-
-/// The lane count in effect: 1 without SHA-NI, else the one set (rounded
-/// down to 1, 2 or 4) or [`DEFAULT_HASH_LANES`].
-pub fn hash_lanes() -> usize {
-    if !has_kernel() {
-        return 1;
-    }
-    match LANES.load(Ordering::Relaxed) {
-        0 => DEFAULT_HASH_LANES,
-        1 => 1,
-        2 | 3 => 2,
-        _ => 4,
-    }
-}
 
 /// True when this CPU runs the interleaved SHA-NI kernel.
 pub fn has_kernel() -> bool {

@@ -10,7 +10,6 @@ mod shani;
 pub(crate) use climb::Climb;
 // One hash at a time, and the per-thread count, are ms-smt-core's.
 pub(crate) use lanes::climb;
-pub use lanes::{DEFAULT_HASH_LANES, hash_lanes, set_hash_lanes};
 pub(crate) use ms_smt_core::add_hash_calls;
 pub use ms_smt_core::hash::{Hash, branch_hash};
 pub use ms_smt_core::hash_calls;

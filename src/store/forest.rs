@@ -1,18 +1,21 @@
-//! Many trees of one database, read and committed together: what a
-//! store-wide writer and parent trees need of a store ([`ForestStore`]).
+//! The write side of a store: the trees of one database read and
+//! committed together ([`ForestStore`]), and the write lock a store may
+//! hold while the write engine plans and commits ([`LockedWork`]).
 //!
 //! A forest store hands out one [`TreeStore`] handle per namespace and
-//! commits the update batches of several of them in ONE atomic, durable
-//! commit, guarded by every tree's root: all of it lands or none. Reads of
-//! several trees may be one round trip too (SQL stores answer each kind
-//! with one statement for all trees); the defaults ask tree by tree.
+//! commits the update batches of one or several of them in ONE atomic,
+//! durable commit, guarded by every tree's root: all of it lands or none.
+//! Every write of the crate ends in such a commit (one tree is a forest of
+//! one). Reads of several trees may be one round trip too (SQL stores
+//! answer each kind with one statement for all trees); the defaults ask
+//! tree by tree.
 
 use std::future::Future;
 
 use crate::descent::UpdateBatch;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
-use crate::store::{CommitOutcome, PathStart, ReadAt, TreeStore};
+use crate::store::{PathStart, ReadAt, StoreError, TreeStore};
 
 /// One tree's part of a read of several trees: its handle and the walks
 /// of [`TreeStore::read_paths`] at the current tree.
@@ -52,17 +55,39 @@ pub enum ForestCommit {
     },
 }
 
-/// A database of trees, one per namespace, that commits changes to several
-/// of them atomically.
+/// Work that a store runs while it holds the write lock of some of its
+/// trees ([`ForestStore::locked`]): the write engine's plan and commit,
+/// handed a view of the store whose reads and commit go through the lock.
+///
+/// The store runs nothing of the tree's algorithm itself: it takes the
+/// lock, hands the view to [`run`](Self::run), and lets the lock go when
+/// the work returns (a view whose commit was not called writes nothing).
+pub trait LockedWork<T: TreeStore>: Send {
+    /// What the work gives back.
+    type Output: Send;
+
+    /// Runs on `forest`: the store under the lock. Its trees are the
+    /// handles the work already holds (`T`), its reads see what the lock
+    /// holds still, and at most one [`commit_trees`](ForestStore::commit_trees)
+    /// is made durable before the lock is released.
+    fn run<F>(self, forest: &F) -> impl Future<Output = Self::Output> + Send
+    where
+        F: ForestStore<Tree = T, Error = T::Error>;
+}
+
+/// A database of trees, one per namespace, that commits changes to one or
+/// several of them atomically.
 ///
 /// [`tree`](Self::tree) hands out the per-namespace handles; every other
 /// method takes handles it handed out. A store that can read several
 /// trees in one round trip overrides [`load_roots`](Self::load_roots) and
 /// [`read_paths_many`](Self::read_paths_many); the defaults read one tree
-/// at a time through [`TreeStore`].
+/// at a time through [`TreeStore`]. A store that can lock its trees for a
+/// writer overrides [`locked`](Self::locked): the write engine falls back
+/// to it when a write keeps losing optimistic races.
 pub trait ForestStore: Send + Sync {
     /// The store's own error type.
-    type Error: std::error::Error + Send + Sync + 'static;
+    type Error: StoreError;
     /// A handle on one namespace.
     type Tree: TreeStore<Error = Self::Error>;
 
@@ -106,42 +131,52 @@ pub trait ForestStore: Send + Sync {
         }
     }
 
-    /// Applies every part's batch in one atomic commit if every part's
-    /// tree still has its batch's old root; each tree names one namespace
-    /// at most once.
+    /// Applies every part's batch in one atomic, durable commit if every
+    /// part's tree still has its batch's old root; each tree names one
+    /// namespace at most once.
     fn commit_trees(
         &self,
         updates: &[TreeUpdate<'_, Self::Tree>],
     ) -> impl Future<Output = Result<ForestCommit, Self::Error>> + Send;
+
+    /// Takes the write lock of `trees` (nothing else commits to them while
+    /// it is held), runs `work` on a view of this store bound to the lock,
+    /// and releases it. `Ok(None)` (the default): the store has no such
+    /// lock, and the caller keeps writing optimistically.
+    fn locked<W>(
+        &self,
+        trees: &[&Self::Tree],
+        work: W,
+    ) -> impl Future<Output = Result<Option<W::Output>, Self::Error>> + Send
+    where
+        W: LockedWork<Self::Tree>,
+    {
+        let _ = (trees, work);
+        async { Ok(None) }
+    }
 }
 
-/// The forest of one tree: what the per-tree writer writes through. Every
-/// name is the one tree, and a commit is that tree's commit.
-#[derive(Debug, Clone)]
-pub(crate) struct OneTree<S>(pub S);
+/// A store handle whose tree can be written: a [`TreeStore`] with the
+/// [`ForestStore`] it is written through (its own database, whose trees
+/// are handles like it), cheap to clone. Every store of the crate is one,
+/// being its own forest; the trait is implemented for every such type and
+/// only names the bound (`S: Writable`, where `S::Error` stays the
+/// tree's error).
+pub trait Writable: TreeStore + Clone {
+    /// The forest the tree is written through.
+    type Forest: ForestStore<Tree = Self, Error = Self::Error> + Clone;
 
-impl<S: TreeStore + Clone> ForestStore for OneTree<S> {
-    type Error = S::Error;
-    type Tree = S;
+    /// That forest.
+    fn forest(&self) -> &Self::Forest;
+}
 
-    fn tree(&self, _name: &str) -> Result<S, S::Error> {
-        Ok(self.0.clone())
-    }
+impl<S> Writable for S
+where
+    S: TreeStore + ForestStore<Tree = S, Error = <S as TreeStore>::Error> + Clone,
+{
+    type Forest = S;
 
-    async fn names(&self) -> Result<Vec<String>, S::Error> {
-        Ok(vec![self.0.namespace().unwrap_or("default").to_owned()])
-    }
-
-    /// Each part in turn: the writer of one tree sends one part at most.
-    async fn commit_trees(&self, updates: &[TreeUpdate<'_, S>]) -> Result<ForestCommit, S::Error> {
-        for (index, update) in updates.iter().enumerate() {
-            if update.batch.is_noop() {
-                continue;
-            }
-            if let CommitOutcome::RootMoved { current } = update.tree.commit(update.batch).await? {
-                return Ok(ForestCommit::RootMoved { index, current });
-            }
-        }
-        Ok(ForestCommit::Committed)
+    fn forest(&self) -> &S {
+        self
     }
 }

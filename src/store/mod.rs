@@ -1,9 +1,12 @@
 //! The store boundary: the only async part of the crate.
 //!
-//! A tree reads the nodes a batch needs, runs the pure descent against
-//! them, and hands the resulting [`UpdateBatch`] (every change with its
-//! [`Position`](crate::Position) and hash) to [`TreeStore::commit`] in one
-//! call. Every read is one round trip: every key's path
+//! A tree reads the nodes a batch needs ([`TreeStore`]), runs the pure
+//! descent against them, and hands the resulting [`UpdateBatch`] (every
+//! change with its [`Position`](crate::Position) and hash) to
+//! [`ForestStore::commit_trees`] in one call, with the batches of every
+//! other tree the write changes. A store that can lock its trees lends the
+//! write engine a view bound to the lock ([`ForestStore::locked`]); it
+//! never plans a write itself. Every read is one round trip: every key's path
 //! ([`TreeStore::read_paths`]), the nodes at given positions (diff, sync,
 //! export: [`TreeStore::read_positions`]) or the nodes after a key in key
 //! order (iteration: [`TreeStore::read_in_order`]). Two layouts sit behind
@@ -27,8 +30,6 @@ mod blocking;
 mod counters;
 mod forest;
 mod journal;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod locked;
 mod memory;
 mod recent;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -40,8 +41,7 @@ pub use crate::pin::Pin;
 pub use crate::strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
 pub(crate) use blocking::hashing;
 pub use counters::{Counters, StoreStats};
-pub(crate) use forest::OneTree;
-pub use forest::{ForestCommit, ForestStore, PathRead, TreeUpdate};
+pub use forest::{ForestCommit, ForestStore, LockedWork, PathRead, TreeUpdate, Writable};
 pub use journal::{Change, ChangePage, JournalState, JournalStore, Retention};
 pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
@@ -59,4 +59,6 @@ pub use sql::{
 };
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};
-pub use traits::{BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, TreeStore};
+pub use traits::{
+    AuditStore, BulkStore, CommitOutcome, PathStart, PinStore, ReadAt, StoreError, TreeStore,
+};

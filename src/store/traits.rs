@@ -1,15 +1,15 @@
-//! The boundary traits: what a tree needs of a store ([`TreeStore`]), and
-//! what pins ([`PinStore`]) and whole-tree moves ([`BulkStore`]) add.
+//! The boundary traits: what a tree reads of a store ([`TreeStore`]), how
+//! a store's errors say they may pass ([`StoreError`]), and what pins
+//! ([`PinStore`]), whole-tree moves ([`BulkStore`]) and a self-audit
+//! ([`AuditStore`]) add. Writes are [`ForestStore`](crate::store::ForestStore)'s:
+//! every commit is a commit of one or several trees.
 
 use std::future::Future;
 
 use crate::audit::report::AuditReport;
-use crate::descent::{Item, UpdateBatch, reads_siblings};
-use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::layout::LayoutKind;
-use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
@@ -29,26 +29,6 @@ pub struct PathStart {
     pub key: crate::key::Key,
 }
 
-/// The read phase of a locked write of `items` under `root`: every key's
-/// path from the root, and whether the siblings beside them are read too
-/// ([`reads_siblings`]).
-pub(crate) fn path_starts(
-    kind: LayoutKind,
-    root: &ComputedNode,
-    items: &[Item<'_>],
-) -> (Vec<PathStart>, bool) {
-    let starts = items
-        .iter()
-        .map(|it| PathStart {
-            hash: root.hash,
-            level: 0,
-            key: it.key,
-        })
-        .collect();
-    let siblings = reads_siblings(kind, items.iter().map(|it| it.leaf));
-    (starts, siblings)
-}
-
 /// Which tree of a namespace a read sees.
 ///
 /// Hash-keyed stores (memory) keep every node a pinned root still uses, so
@@ -66,7 +46,10 @@ pub enum ReadAt {
     Version(u64),
 }
 
-/// What [`TreeStore::commit`] did.
+/// What a commit of one tree did (kept for code written against the
+/// one-tree commit of earlier releases; commits are now
+/// [`ForestStore::commit_trees`](crate::store::ForestStore::commit_trees),
+/// which answers [`ForestCommit`](crate::store::ForestCommit)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOutcome {
     /// The batch was applied and the root moved to `new_root`.
@@ -79,17 +62,36 @@ pub enum CommitOutcome {
     },
 }
 
-/// A node store holding one tree (one namespace): what the tree reads and
-/// the one atomic commit it writes.
+/// A store's error type, and whether an error says the store was out of
+/// reach for a while (a broken connection, a failover) rather than that it
+/// refused the operation: a write then waits, bounded, for the store to
+/// answer again before it settles what a failed commit did
+/// ([`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait)).
+pub trait StoreError: std::error::Error + Send + Sync + 'static {
+    /// True when the store was out of reach. `false` (the default): every
+    /// error is final.
+    fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+/// One tree (one namespace) of a store, as the tree reads it: its root,
+/// the nodes on key paths, at positions and in key order, and a clear.
 ///
 /// Every read is one round trip and answers with nodes keyed by hash; the
 /// tree looks each node up by the hash its parent holds, so a store may
 /// return more than asked (whole rows) and a node that changed meanwhile
-/// is simply not found. [`commit`](TreeStore::commit) must be atomic: it
-/// applies the whole batch and moves the root, or writes nothing.
+/// is simply not found. Nothing here runs the descent: writes are planned
+/// above the store and handed to
+/// [`ForestStore::commit_trees`](crate::store::ForestStore::commit_trees),
+/// one atomic commit of one tree or several.
+///
+/// A new backend implements this trait's six required methods and
+/// `ForestStore`'s three (`tree`, `names`, `commit_trees`), plus
+/// [`StoreError`] on its error type; the rest have defaults.
 pub trait TreeStore: Send + Sync {
     /// The store's own error type.
-    type Error: std::error::Error + Send + Sync + 'static;
+    type Error: StoreError;
 
     /// The current root; the empty tree's root when nothing is stored.
     fn load_root(&self) -> impl Future<Output = Result<ComputedNode, Self::Error>> + Send;
@@ -131,32 +133,11 @@ pub trait TreeStore: Send + Sync {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<(Hash, Node)>, Self::Error>> + Send;
 
-    /// Applies `batch` atomically if the stored root still equals
-    /// `batch.old_root`.
-    fn commit(
-        &self,
-        batch: &UpdateBatch,
-    ) -> impl Future<Output = Result<CommitOutcome, Self::Error>> + Send;
-
     /// Removes every node and the root of this namespace only.
     fn delete_all(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// Operation counters (round trips, statements, nodes read and written).
     fn stats(&self) -> StoreStats;
-
-    /// True when `error` says the store was out of reach for a while (a
-    /// broken connection, a failover) rather than that it refused the
-    /// operation: a writer then waits, bounded, for the store to answer
-    /// again before it settles what a failed commit did
-    /// ([`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait)).
-    /// `false` (the default): every error is final.
-    fn is_transient(error: &Self::Error) -> bool
-    where
-        Self: Sized,
-    {
-        let _ = error;
-        false
-    }
 
     /// The namespace this handle is bound to, for diagnostics (the tree's
     /// `tracing` spans carry it). `None` (the default): the store has no
@@ -173,35 +154,21 @@ pub trait TreeStore: Send + Sync {
         let _ = for_write;
         None
     }
+}
 
-    /// Runs a whole write of `batch` with `kind`'s descent (read phase and
-    /// commit) while holding the namespace's write lock, and returns the
-    /// new root. The tree falls back to this when a write keeps losing
-    /// optimistic races (a large batch reads longer than small writers take
-    /// to commit). `Ok(None)` (the default): the store has no such lock and
-    /// the tree keeps retrying optimistically.
-    fn write_locked(
-        &self,
-        kind: LayoutKind,
-        batch: &[(Key, Leaf)],
-    ) -> impl Future<Output = Result<Option<ComputedNode>, TreeError<Self::Error>>> + Send {
-        let _ = (kind, batch);
-        async { Ok(None) }
-    }
-
+/// A store that checks what it keeps for a namespace itself, from one
+/// consistent snapshot (see [`Tree::audit`](crate::Tree::audit)): the
+/// stored items stream through the audit of [`crate::audit`], which holds
+/// every rule; the store only scans.
+pub trait AuditStore: TreeStore {
     /// Checks everything the store keeps for this namespace against the
-    /// shape `kind` writes, from one consistent snapshot (see
-    /// [`Tree::audit`](crate::Tree::audit)), reporting the items checked to
-    /// `progress` ([`ProgressOperation::Audit`](crate::ProgressOperation::Audit)).
-    /// `Ok(None)` (the default): the store cannot audit itself.
+    /// shape `kind` writes, reporting the items checked to `progress`
+    /// ([`ProgressOperation::Audit`](crate::ProgressOperation::Audit)).
     fn audit(
         &self,
         kind: LayoutKind,
         progress: &ProgressSink,
-    ) -> impl Future<Output = Result<Option<AuditReport>, Self::Error>> + Send {
-        let _ = (kind, progress);
-        async { Ok(None) }
-    }
+    ) -> impl Future<Output = Result<AuditReport, Self::Error>> + Send;
 }
 
 /// A store that can keep roots readable under names ([`Pin`]s) while
@@ -226,7 +193,7 @@ pub trait PinStore: TreeStore {
 /// Whole-tree moves that a store can do without handing every leaf
 /// through the tree: copies inside one database, and the atomic swap that
 /// makes an imported tree visible.
-pub trait BulkStore: TreeStore + Sized {
+pub trait BulkStore: crate::store::Writable {
     /// The namespace this handle is bound to.
     fn name(&self) -> &str;
 

@@ -1,5 +1,5 @@
-//! The tree handle: the write path (read phase, pure descent, one commit)
-//! with its optimistic retries and the fallback to the namespace lock.
+//! The tree handle: one namespace's reads, and its writes as groups of one
+//! submission through the write engine ([`crate::tree::engine`]).
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -16,10 +16,12 @@ use crate::key::Key;
 use crate::layout::{Compacted, Full, Layout};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::progress::{Meter, ProgressOperation, ProgressSink};
-use crate::store::{CommitOutcome, ReadAt, TreeStore, hashing};
+use crate::progress::ProgressSink;
+use crate::store::{AuditStore, ReadAt, TreeStore, Writable};
+use crate::tree::engine::{self, Entry, Job, Policy, Want, Writes};
 use crate::tree::fetch;
 use crate::tree::traced::Traced;
+use crate::tuning::Tuning;
 
 /// A merkle-sum sparse merkle tree on store `S` with layout `L`.
 ///
@@ -27,13 +29,31 @@ use crate::tree::traced::Traced;
 /// [`FullTree`] or [`CompactedTree`]. Every operation is one read phase and
 /// at most one store commit. Concurrent writers on one namespace are
 /// serialised optimistically: a commit whose root moved is retried from a
-/// fresh read, so no update is lost.
-#[derive(Debug, Clone)]
+/// fresh read, so no update is lost; after a few lost races the write
+/// takes the namespace's write lock, where the store has one. Writes need
+/// the store's write side ([`ForestStore`] over its own handles, which
+/// every store of the crate is).
+#[derive(Debug)]
 pub struct Tree<S, L> {
     pub(crate) store: S,
     pub(crate) max_attempts: u32,
+    pub(crate) recovery_wait: Duration,
     pub(crate) progress: ProgressSink,
+    pub(crate) tuning: Tuning,
     layout: PhantomData<L>,
+}
+
+impl<S: Clone, L> Clone for Tree<S, L> {
+    fn clone(&self) -> Self {
+        Tree {
+            store: self.store.clone(),
+            max_attempts: self.max_attempts,
+            recovery_wait: self.recovery_wait,
+            progress: self.progress.clone(),
+            tuning: self.tuning,
+            layout: PhantomData,
+        }
+    }
 }
 
 /// The full layout (every branch stored).
@@ -44,10 +64,6 @@ pub type CompactedTree<S> = Tree<S, Compacted>;
 /// A tree operation's result on store `S`.
 pub(crate) type Res<T, S> = Result<T, TreeError<<S as TreeStore>::Error>>;
 
-/// Lost optimistic races after which a write takes the namespace's write
-/// lock for its read phase and commit ([`TreeStore::write_locked`]).
-pub const EXCLUSIVE_AFTER: u32 = 4;
-
 /// Default number of optimistic attempts per write.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
 
@@ -57,7 +73,9 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         Tree {
             store,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            recovery_wait: Duration::ZERO,
             progress: ProgressSink::default(),
+            tuning: Tuning::new(),
             layout: PhantomData,
         }
     }
@@ -82,204 +100,63 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         self
     }
 
+    /// Sets how long a write waits, at most, for a store that went out of
+    /// reach ([`StoreError::is_transient`](crate::store::StoreError::is_transient))
+    /// before it answers with the store's error: a commit that failed so is
+    /// settled by reading the root once the store answers (landed: the
+    /// write returns its root), a read that failed so is tried again.
+    /// Default zero: the error is returned at once (a failed commit's root
+    /// is still read once), as a caller retrying by itself expects; the
+    /// coalescing writer waits [`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait).
+    pub fn with_recovery_wait(mut self, wait: Duration) -> Self {
+        self.recovery_wait = wait;
+        self
+    }
+
+    /// This tree's descents keeping `lanes` branch hashes in flight on one
+    /// core (see [`Tuning::with_hash_lanes`]; default: the process default,
+    /// [`set_hash_lanes`](crate::set_hash_lanes)). Its writers and views
+    /// take it too.
+    pub fn with_hash_lanes(mut self, lanes: usize) -> Self {
+        self.tuning = self.tuning.with_hash_lanes(lanes);
+        self
+    }
+
+    /// This tree's descents hashing on at most `threads` threads (see
+    /// [`Tuning::with_descent_threads`]; default: the process default,
+    /// [`set_descent_threads`](crate::set_descent_threads)).
+    pub fn with_descent_threads(mut self, threads: usize) -> Self {
+        self.tuning = self.tuning.with_descent_threads(threads);
+        self
+    }
+
+    /// This tree with `tuning`'s hash lanes and descent threads.
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// This tree's hash lanes and descent threads.
+    pub fn tuning(&self) -> Tuning {
+        self.tuning
+    }
+
+    /// How the write engine retries this tree's writes.
+    pub(crate) fn policy(&self) -> Policy {
+        Policy {
+            max_attempts: self.max_attempts,
+            recovery_wait: self.recovery_wait,
+        }
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
     }
 
-    /// Checks everything the store keeps for this namespace: recomputes
-    /// every hash and sum from the stored root down, checks the shape this
-    /// layout writes (a compacted tree's leaves sit as high as they can),
-    /// and reports children that are missing and stored things no position
-    /// reaches. Pinned roots are checked the same way, down to the rows a
-    /// read at their version sees (on SQL stores each pin gets its own
-    /// report in [`AuditReport::pinned`]). Reads one consistent snapshot;
-    /// repairs nothing.
-    ///
-    /// On SQL stores the rows stream through in key order, so memory stays
-    /// bounded; every compacted leaf costs up to 256 hashes to recheck.
-    pub async fn audit(&self) -> Res<AuditReport, S> {
-        let span = tracing::debug_span!(
-            target: "ms_smt",
-            "audit",
-            namespace = self.store.namespace(),
-            layout = ?L::KIND,
-            nodes = Empty,
-            problems = Empty,
-        );
-        let traced = Traced::new(span, &self.store);
-        traced
-            .run(&self.store, async {
-                let report = self
-                    .store
-                    .audit(L::KIND, &self.progress)
-                    .await
-                    .map_err(TreeError::Store)?
-                    .ok_or(TreeError::Unsupported { operation: "audit" })?;
-                let problems = (report.problems.len() as u64).saturating_add(report.more_problems);
-                Span::current()
-                    .record("nodes", report.stored_items)
-                    .record("problems", problems);
-                Ok(report)
-            })
-            .await
-    }
-
     /// The current root hash and sum; the empty root for an empty tree.
     pub async fn root(&self) -> Res<ComputedNode, S> {
         self.store.load_root().await.map_err(TreeError::Store)
-    }
-
-    /// Writes `leaf` at `key` (an empty leaf deletes). Returns the new root.
-    pub async fn insert(&self, key: Key, leaf: Leaf) -> Res<ComputedNode, S> {
-        self.insert_many([(key, leaf)]).await
-    }
-
-    /// Deletes the leaf at `key`; deleting an absent key changes nothing.
-    pub async fn delete(&self, key: Key) -> Res<ComputedNode, S> {
-        self.insert_many([(key, Leaf::empty())]).await
-    }
-
-    /// Writes a whole batch in one descent and one store commit; returns the
-    /// new root.
-    ///
-    /// Empty leaves delete. When a key occurs more than once the **last**
-    /// pair wins. The batch is rejected, with nothing written, iff the
-    /// tree's final total sum would exceed `u64::MAX` (replaced leaves'
-    /// sums count as removed). An empty batch does nothing.
-    pub async fn insert_many<I>(&self, batch: I) -> Res<ComputedNode, S>
-    where
-        I: IntoIterator<Item = (Key, Leaf)>,
-    {
-        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
-        Ok(self.write(&batch, false).await?.new_root)
-    }
-
-    /// [`insert_many`](Self::insert_many), also proving the transition: the
-    /// [`UpdateProof`] is taken from the very nodes the write was planned
-    /// on, so a verifier holding only the old root and the batch can check
-    /// the new root with it. A write that keeps losing races to other
-    /// writers retries optimistically only (it never takes the namespace
-    /// lock, whose path has no proof).
-    pub async fn insert_many_with_proof<I>(&self, batch: I) -> Res<ProvenWrite, S>
-    where
-        I: IntoIterator<Item = (Key, Leaf)>,
-    {
-        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
-        self.write(&batch, true).await
-    }
-
-    /// One batched write, in its `insert_many` span; with `prove`, its
-    /// update proof too.
-    async fn write(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
-        let span = tracing::debug_span!(
-            target: "ms_smt",
-            "insert_many",
-            namespace = self.store.namespace(),
-            batch = batch.len(),
-            prove,
-            attempts = Empty,
-        );
-        if span.is_disabled() {
-            return self.write_attempts(batch, prove).await;
-        }
-        Traced::new(span, &self.store)
-            .run(&self.store, self.write_attempts(batch, prove))
-            .await
-    }
-
-    /// The write's attempts: read phase, descent and commit, until one
-    /// commits.
-    async fn write_attempts(&self, batch: &[(Key, Leaf)], prove: bool) -> Res<ProvenWrite, S> {
-        let items = descent::prepare(batch);
-        let unproven = |old_root, new_root| ProvenWrite {
-            old_root,
-            new_root,
-            proof: None,
-        };
-        if items.is_empty() && !prove {
-            let root = self.root().await?;
-            return Ok(unproven(root, root));
-        }
-        descent::batch_sum(&items)?;
-        let keys: Vec<Key> = items.iter().map(|it| it.key).collect();
-        let siblings = descent::reads_siblings(L::KIND, items.iter().map(|it| it.leaf));
-        let mut phases = WritePhases::new(&self.progress, items.len());
-        for attempt in 0..self.max_attempts {
-            Span::current().record("attempts", attempt.saturating_add(1));
-            if attempt >= EXCLUSIVE_AFTER
-                && !prove
-                && let Some(root) = self
-                    .store
-                    .write_locked(L::KIND, batch)
-                    .instrument(tracing::trace_span!(target: "ms_smt", "write_locked"))
-                    .await?
-            {
-                phases.passed(PHASES.len());
-                return Ok(unproven(root, root));
-            }
-            let Some((root, cache)) = self.read(Target::CURRENT, &keys, siblings, true).await?
-            else {
-                backoff(attempt).await;
-                continue;
-            };
-            phases.passed(1);
-            let plan_span = tracing::trace_span!(target: "ms_smt", "descent", leaves = items.len());
-            let planned = plan_span
-                .in_scope(|| {
-                    hashing(items.len(), || {
-                        descent::plan_items(L::KIND, &cache, root, &items)
-                    })
-                })
-                .and_then(|update| {
-                    let proof = prove
-                        .then(|| UpdateProof::from_source(&cache, &root, batch))
-                        .transpose()?;
-                    Ok((update, proof))
-                });
-            let (update, proof) = match planned {
-                Err(e) if self.lost_race(Target::CURRENT, &e, &root).await? => {
-                    backoff(attempt).await;
-                    continue;
-                }
-                other => other?,
-            };
-            phases.passed(2);
-            let done = ProvenWrite {
-                old_root: root,
-                new_root: update.new_root,
-                proof,
-            };
-            if update.is_noop() {
-                phases.passed(PHASES.len());
-                return Ok(done);
-            }
-            let commit_span = tracing::trace_span!(
-                target: "ms_smt",
-                "commit",
-                inserts = update.inserts.len(),
-                deletes = update.deletes.len(),
-            );
-            let committed = self
-                .store
-                .commit(&update)
-                .instrument(commit_span)
-                .await
-                .map_err(TreeError::Store)?;
-            match committed {
-                CommitOutcome::Committed => {
-                    if let Some(recent) = self.store.recent_nodes(false) {
-                        recent.remember_written(&update.inserts);
-                    }
-                    phases.passed(PHASES.len());
-                    return Ok(done);
-                }
-                CommitOutcome::RootMoved { .. } => backoff(attempt).await,
-            }
-        }
-        Err(TreeError::Contention {
-            attempts: self.max_attempts,
-        })
     }
 
     /// The leaf at `key`; the empty leaf when absent.
@@ -348,12 +225,13 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     }
 
     /// True when `err` is a node that went missing because another writer
-    /// committed after `root` was read (its nodes may be gone): the caller
-    /// retries from a fresh read. Reads are not one snapshot; nodes are
+    /// committed after `root` was read (its nodes may be gone): the read
+    /// retries from a fresh one. Reads are not one snapshot; nodes are
     /// content-addressed, so a node that is found is always the right one,
     /// and only a missing one can reveal the race: in the level reads, in
     /// a path walk that stopped early, or in an off-path sibling. A pinned
-    /// tree does not move: a node missing from it is an error.
+    /// tree does not move: a node missing from it is an error. (A write's
+    /// read phase is judged by the write engine, with every tree it read.)
     pub(crate) async fn lost_race(
         &self,
         target: Target,
@@ -393,7 +271,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
                 return Ok(None);
             };
             let walked = tracing::trace_span!(target: "ms_smt", "descent", keys = keys.len())
-                .in_scope(|| f(&cache, &root));
+                .in_scope(|| self.tuning.apply(|| f(&cache, &root)));
             match walked {
                 Err(e) if self.lost_race(target, &e, &root).await? => Ok(None),
                 other => other.map(Some).map_err(TreeError::Plan),
@@ -415,11 +293,155 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
             if let Some(value) = attempt().await? {
                 return Ok(value);
             }
-            backoff(n).await;
+            engine::backoff(n).await;
         }
         Err(TreeError::Contention {
             attempts: self.max_attempts,
         })
+    }
+}
+
+/// Writes: groups of one submission through the write engine, on the
+/// store's write side.
+impl<S: Writable, L: Layout> Tree<S, L> {
+    /// Writes `leaf` at `key` (an empty leaf deletes). Returns the new root.
+    pub async fn insert(&self, key: Key, leaf: Leaf) -> Res<ComputedNode, S> {
+        self.insert_many([(key, leaf)]).await
+    }
+
+    /// Deletes the leaf at `key`; deleting an absent key changes nothing.
+    pub async fn delete(&self, key: Key) -> Res<ComputedNode, S> {
+        self.insert_many([(key, Leaf::empty())]).await
+    }
+
+    /// Writes a whole batch in one descent and one store commit; returns the
+    /// new root.
+    ///
+    /// Empty leaves delete. When a key occurs more than once the **last**
+    /// pair wins. The batch is rejected, with nothing written, iff the
+    /// tree's final total sum would exceed `u64::MAX` (replaced leaves'
+    /// sums count as removed). An empty batch does nothing.
+    pub async fn insert_many<I>(&self, batch: I) -> Res<ComputedNode, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        Ok(self.write(batch, false).await?.new_root)
+    }
+
+    /// [`insert_many`](Self::insert_many), also proving the transition: the
+    /// [`UpdateProof`] is taken from the very nodes the write was planned
+    /// on (under the namespace's write lock too, when the write falls back
+    /// to it), so a verifier holding only the old root and the batch can
+    /// check the new root with it.
+    pub async fn insert_many_with_proof<I>(&self, batch: I) -> Res<ProvenWrite, S>
+    where
+        I: IntoIterator<Item = (Key, Leaf)>,
+    {
+        let batch: Vec<(Key, Leaf)> = batch.into_iter().collect();
+        self.write(batch, true).await
+    }
+
+    /// One batched write, in its `insert_many` span; with `prove`, its
+    /// update proof too.
+    async fn write(&self, batch: Vec<(Key, Leaf)>, prove: bool) -> Res<ProvenWrite, S> {
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "insert_many",
+            namespace = self.store.namespace(),
+            batch = batch.len(),
+            prove,
+            attempts = Empty,
+        );
+        if span.is_disabled() {
+            return self.write_group(batch, prove).await;
+        }
+        Traced::new(span, &self.store)
+            .run(&self.store, self.write_group(batch, prove))
+            .await
+    }
+
+    /// The write as a group of one submission over this one tree.
+    async fn write_group(&self, batch: Vec<(Key, Leaf)>, prove: bool) -> Res<ProvenWrite, S> {
+        let items = descent::prepare(&batch);
+        if items.is_empty() && !prove {
+            let root = self.root().await?;
+            return Ok(ProvenWrite {
+                old_root: root,
+                new_root: root,
+                proof: None,
+            });
+        }
+        descent::batch_sum(&items)?;
+        drop(items);
+        let name = self.store.namespace().unwrap_or("default");
+        let writes: Writes<S> = vec![(Entry::alone(name, self.store.clone()), batch)];
+        let job = Job {
+            kind: L::KIND,
+            group: &[&writes],
+            want: Want {
+                update_proofs: prove,
+                ..Want::default()
+            },
+            policy: self.policy(),
+            progress: &self.progress,
+            tuning: self.tuning,
+        };
+        let mut plan = engine::write(self.store.forest(), &job, None, &())
+            .await
+            .map_err(engine::Failure::into_error)?
+            .plan;
+        if let Some((_, e)) = plan.rejected.pop() {
+            return Err(TreeError::Plan(e));
+        }
+        let tree = plan.trees.pop().ok_or(TreeError::Unsupported {
+            operation: "insert_many",
+        })?;
+        Ok(ProvenWrite {
+            old_root: tree.update.old_root,
+            new_root: tree.update.new_root,
+            proof: tree.proof,
+        })
+    }
+}
+
+/// The audit, on stores that check themselves.
+impl<S: AuditStore, L: Layout> Tree<S, L> {
+    /// Checks everything the store keeps for this namespace: recomputes
+    /// every hash and sum from the stored root down, checks the shape this
+    /// layout writes (a compacted tree's leaves sit as high as they can),
+    /// and reports children that are missing and stored things no position
+    /// reaches. Pinned roots are checked the same way, down to the rows a
+    /// read at their version sees (on SQL stores each pin gets its own
+    /// report in [`AuditReport::pinned`]). Reads one consistent snapshot;
+    /// repairs nothing.
+    ///
+    /// On SQL stores the rows stream through in key order, so memory stays
+    /// bounded; every compacted leaf costs up to 256 hashes to recheck.
+    pub async fn audit(&self) -> Res<AuditReport, S> {
+        let span = tracing::debug_span!(
+            target: "ms_smt",
+            "audit",
+            namespace = self.store.namespace(),
+            layout = ?L::KIND,
+            nodes = Empty,
+            problems = Empty,
+        );
+        let traced = Traced::new(span, &self.store);
+        traced
+            .run(&self.store, async {
+                let report = self
+                    .store
+                    .audit(L::KIND, &self.progress)
+                    .await
+                    .map_err(TreeError::Store)?;
+                let problems = (report.problems.len() as u64).saturating_add(report.more_problems);
+                Span::current()
+                    .record("nodes", report.stored_items)
+                    .record("problems", problems);
+                Ok(report)
+            })
+            .await
     }
 }
 
@@ -452,54 +474,4 @@ impl Target {
         at: ReadAt::Current,
         root: None,
     };
-}
-
-/// Short randomised pause before retrying a write that lost a race.
-pub(crate) async fn backoff(attempt: u32) {
-    let spread = u64::from(attempt.min(8)) + 1;
-    let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % 500;
-    tokio::time::sleep(Duration::from_micros(spread * 200 + jitter)).await;
-}
-
-/// The progress phases of one write, in order.
-const PHASES: [ProgressOperation; 3] = [
-    ProgressOperation::InsertRead,
-    ProgressOperation::InsertDescent,
-    ProgressOperation::InsertCommit,
-];
-
-/// A write's progress: each phase reported once, when first passed,
-/// however many attempts the write takes.
-struct WritePhases<'p> {
-    sink: &'p ProgressSink,
-    total: u64,
-    /// The phases passed so far.
-    passed: usize,
-    current: Option<Meter>,
-}
-
-impl<'p> WritePhases<'p> {
-    /// Starts the read phase of a write of `leaves` distinct keys.
-    fn new(sink: &'p ProgressSink, leaves: usize) -> Self {
-        let total = leaves as u64;
-        WritePhases {
-            sink,
-            total,
-            passed: 0,
-            current: Some(sink.meter(PHASES[0], Some(total))),
-        }
-    }
-
-    /// Marks the first `phases` phases done and starts the next one.
-    fn passed(&mut self, phases: usize) {
-        while self.passed < phases.min(PHASES.len()) {
-            if let Some(meter) = self.current.take() {
-                meter.finish();
-            }
-            self.passed = self.passed.saturating_add(1);
-            self.current = PHASES
-                .get(self.passed)
-                .map(|op| self.sink.meter(*op, Some(self.total)));
-        }
-    }
 }

@@ -1,19 +1,27 @@
-//! The two tree layouts over any [`TreeStore`].
+//! The two tree layouts over any [`TreeStore`], and the one write engine
+//! every write goes through (`engine`: a tree's, a forest's and the
+//! coalescing writers' groups).
 //!
 //! ```text
 //!   insert_many(batch)
 //!        │ sort keys in tree order, last write wins, checked batch sum
 //!        ▼
-//!   read phase   ── store.load_root, then remembered nodes, then one
-//!        │          store.read_paths for every key's path
+//!   read phase   ── store.load_roots, then remembered nodes, then one
+//!        │          store.read_paths_many for every key's path
 //!        ▼
 //!   descent      ── pure and synchronous: partitions the keys at each
 //!        │          touched node, rebuilds each touched node once, queues
 //!        │          inserts and deletes by position, checks every sum
 //!        ▼
-//!   write phase  ── store.commit(UpdateBatch): one atomic call, applied
-//!                   only if the root is still the one that was read
+//!   write phase  ── store.commit_trees(UpdateBatch): one atomic call,
+//!        │          applied only if the root is still the one that was read
+//!        ▼
+//!   judge, retry ── landed / lost race / failed; after a few lost races
+//!                   the same read, descent and commit under the store's
+//!                   write lock (engine/mod.rs)
 //! ```
+//!
+//! [`TreeStore`]: crate::store::TreeStore
 //!
 //! Reads go through a [`View`] (the current tree, or a pinned root), which
 //! also offers what universe servers need beyond insert and prove, one file
@@ -23,6 +31,7 @@
 //! Every one of them reads a page or a level at a time and looks each node
 //! up by the hash its parent holds, so a read never mixes two trees.
 
+pub(crate) mod engine;
 mod fetch;
 mod forest;
 pub(crate) mod handle;

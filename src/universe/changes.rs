@@ -40,7 +40,7 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::proof::UpdateProofError;
-use crate::store::{ChangePage, JournalStore, TreeStore};
+use crate::store::{ChangePage, JournalStore, Writable};
 use crate::tree::Tree;
 use crate::tree::handle::Res;
 use crate::tree::traced::{ErrorKind, Traced};
@@ -300,7 +300,7 @@ impl<S: JournalStore, L: Layout> Tree<S, L> {
     }
 }
 
-impl<S: TreeStore, L: Layout> Tree<S, L> {
+impl<S: Writable, L: Layout> Tree<S, L> {
     /// Brings this tree to `peer`'s head through its change feed
     /// ([`SyncPeer::changes_from`]), pages of about `limit` changes, each
     /// checked against this tree before it is written (see the module

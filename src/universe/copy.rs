@@ -28,7 +28,7 @@ use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::progress::ProgressOperation;
-use crate::store::{BulkStore, TreeStore};
+use crate::store::{BulkStore, TreeStore, Writable};
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 
@@ -108,7 +108,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     /// Copies every leaf of this view into `target` (merging; see the
     /// module docs). Into an empty namespace of the same database and
     /// layout this is one statement.
-    pub async fn copy_to<T: TreeStore + 'static, L2: Layout>(
+    pub async fn copy_to<T: Writable + 'static, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
     ) -> CopyResult<S, T> {
@@ -118,7 +118,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     }
 
     /// [`copy_to`](Self::copy_to), inside its span.
-    async fn copy_all<T: TreeStore + 'static, L2: Layout>(
+    async fn copy_all<T: Writable + 'static, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
     ) -> CopyResult<S, T> {
@@ -148,7 +148,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
         filter: F,
     ) -> CopyResult<S, T>
     where
-        T: TreeStore + 'static,
+        T: Writable + 'static,
         L2: Layout,
         F: FnMut(&Key, &Leaf) -> Result<bool, E>,
         E: std::error::Error + Send + Sync + 'static,
@@ -162,7 +162,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
 
     /// [`copy_filter_to`](Self::copy_filter_to), inside its span: the
     /// filter pass, then the copy of what it kept.
-    async fn copy_filtered<T: TreeStore + 'static, L2: Layout, E>(
+    async fn copy_filtered<T: Writable + 'static, L2: Layout, E>(
         &self,
         target: &Tree<T, L2>,
         filter: impl FnMut(&Key, &Leaf) -> Result<bool, E>,
@@ -237,7 +237,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
     /// `target`'s database, the rejected keys deleted there, then the
     /// staging tree made `target`'s. `None` (nothing left behind) when the
     /// target is not empty or not in this database.
-    async fn copy_then_delete<T: TreeStore, L2: Layout>(
+    async fn copy_then_delete<T: Writable, L2: Layout>(
         &self,
         target: &S,
         rejected: &[Key],
@@ -276,7 +276,7 @@ impl<'t, S: BulkStore + 'static, L: Layout> View<'t, S, L> {
 
     /// Streams the leaves not in `rejected` into `target`, a page per
     /// `insert_many`.
-    async fn stream_into<T: TreeStore, L2: Layout>(
+    async fn stream_into<T: Writable, L2: Layout>(
         &self,
         target: &Tree<T, L2>,
         rejected: &HashSet<Key>,

@@ -37,7 +37,7 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::progress::ProgressOperation;
-use crate::store::{ChangePage, TreeStore};
+use crate::store::{ChangePage, TreeStore, Writable};
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 use crate::universe::changes::{FollowError, PageError};
@@ -176,7 +176,7 @@ pub struct SyncReport {
     pub root: ComputedNode,
 }
 
-impl<S: TreeStore, L: Layout> Tree<S, L> {
+impl<S: Writable, L: Layout> Tree<S, L> {
     /// Makes this tree equal to `peer`'s tree with root `root`: through the
     /// peer's change feed when its journal covers this tree's root and its
     /// head is `root` ([`follow`](Self::follow), pages of

@@ -7,6 +7,7 @@ pub mod child;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod hooked;
+pub mod links;
 pub mod model;
 #[cfg(feature = "postgres")]
 pub mod proxy;
@@ -93,7 +94,10 @@ pub fn pg_url(test: &str) -> Option<String> {
 }
 
 /// Audits `tree` and fails, naming `what`, on any problem it finds.
-pub async fn assert_audit_clean<S: ms_smt::store::TreeStore, L: ms_smt::Layout>(
+pub async fn assert_audit_clean<
+    S: ms_smt::store::Writable + ms_smt::store::AuditStore,
+    L: ms_smt::Layout,
+>(
     tree: &ms_smt::Tree<S, L>,
     what: &str,
 ) {

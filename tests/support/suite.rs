@@ -14,7 +14,9 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ms_smt::store::{MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore};
+use ms_smt::store::{
+    AuditStore, MemoryStore, PostgresStore, SqliteStore, StoreStats, TreeStore, Writable,
+};
 use ms_smt::{ComputedNode, Key, Layout, LayoutKind, Leaf, Tree};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
@@ -62,7 +64,7 @@ pub struct RawSums {
 }
 
 /// What the generic scenarios need beyond [`TreeStore`].
-pub trait TestStore: TreeStore + Clone + Send + Sync + 'static {
+pub trait TestStore: Writable + AuditStore + Clone + Send + Sync + 'static {
     const KIND: &'static str;
     /// Another namespace of the same database (a fresh, independent tree).
     fn handle(&self, namespace: &str) -> Self;
@@ -514,7 +516,7 @@ impl Hook for Counts {
         self.fetches.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn after_commit(&self, stats: StoreStats, committed: bool) {
+    fn after_commit(&self, stats: StoreStats, committed: bool, _locked: bool) {
         self.commits
             .lock()
             .expect("probe lock")

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use ms_smt::store::{
-    BulkStore, NamespaceListing, PinStore, PostgresStore, SchemaState, SqlStoreError, SqliteStore,
+    AuditStore, BulkStore, NamespaceListing, PinStore, PostgresStore, SchemaState, SqlStoreError,
+    SqliteStore,
 };
 use ms_smt::{CompactedTree, FullTree, Layout, ProgressSink, Tree, View};
 use sqlx::Connection;
@@ -51,8 +52,11 @@ pub enum Db {
 }
 
 /// The stores a command runs on.
-pub trait Store: BulkStore<Error = SqlStoreError> + PinStore + Clone + 'static {}
-impl<S: BulkStore<Error = SqlStoreError> + PinStore + Clone + 'static> Store for S {}
+pub trait Store:
+    BulkStore<Error = SqlStoreError> + PinStore + AuditStore + Clone + 'static
+{
+}
+impl<S: BulkStore<Error = SqlStoreError> + PinStore + AuditStore + Clone + 'static> Store for S {}
 
 /// A command on one namespace's tree, generic over store and layout.
 pub trait TreeJob {

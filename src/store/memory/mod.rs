@@ -1,6 +1,7 @@
 //! The in-memory store: reference-counted nodes keyed by hash, many
 //! namespaces.
 
+mod locked;
 mod nodes;
 mod store;
 

@@ -758,7 +758,12 @@ mod tests {
     /// stored nodes included, in both slabs.
     #[test]
     fn split_commit_matches_one_at_a_time() {
-        crate::descent::set_descent_threads(2);
+        crate::tuning::Tuning::new()
+            .with_descent_threads(2)
+            .apply(split_commit_on_two_threads);
+    }
+
+    fn split_commit_on_two_threads() {
         let mut rng = StdRng::seed_from_u64(12);
         let hash = |rng: &mut StdRng| {
             let mut h = [0u8; 32];
@@ -796,7 +801,6 @@ mod tests {
                 .map(|n| (n.into_owned(), split.refs(&hash)));
             assert_eq!(got, Some((node.into_owned(), Some(refs))));
         }
-        crate::descent::set_descent_threads(0);
     }
 
     /// A lone branch past `u32::MAX` references becomes a whole entry and

@@ -8,27 +8,24 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::locked::LockedMemory;
 use super::nodes::{Dropped, Entry, Nodes};
-
-use crate::store::traits::path_starts;
 
 use crate::audit::nodes::{NodeScan, audit_nodes_with};
 use crate::audit::report::AuditReport;
-use crate::descent::{self, Item, NodeCache, UpdateBatch};
+use crate::descent::UpdateBatch;
 use crate::empty::is_empty_hash;
-use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::key::MAX_LEVEL;
 use crate::layout::LayoutKind;
-use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
 use crate::progress::ProgressSink;
 use crate::store::{
-    BulkStore, CommitOutcome, Counters, ForestCommit, ForestStore, PathStart, PinStore, ReadAt,
-    StoreStats, TreeStore, TreeUpdate, hashing,
+    AuditStore, BulkStore, Counters, ForestCommit, ForestStore, LockedWork, PathStart, PinStore,
+    ReadAt, StoreError, StoreStats, TreeStore, TreeUpdate,
 };
 
 /// Nodes one "row" of an in-order read stands for (a 16-ary strata row
@@ -186,15 +183,6 @@ impl Space {
         out
     }
 
-    /// The nodes a descent of `items` from `root` reads: the read phase
-    /// of a locked write, under the write lock.
-    fn path_cache(&self, kind: LayoutKind, root: &ComputedNode, items: &[Item<'_>]) -> NodeCache {
-        let (starts, siblings) = path_starts(kind, root, items);
-        let mut cache = NodeCache::new();
-        cache.extend(self.paths(&starts, siblings));
-        cache
-    }
-
     /// The root of the tree `at` names.
     fn root_at(&self, at: ReadAt) -> Result<ComputedNode, MemoryError> {
         match at {
@@ -274,6 +262,9 @@ type Namespaces = HashMap<String, Arc<RwLock<Space>>>;
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     db: Arc<Mutex<Namespaces>>,
+    /// The database's write lock: every commit holds it shared, a writer
+    /// that locks ([`ForestStore::locked`]) holds it alone.
+    gate: Arc<tokio::sync::RwLock<()>>,
     space: Arc<RwLock<Space>>,
     name: Arc<str>,
     counters: Arc<Counters>,
@@ -311,6 +302,7 @@ impl MemoryStore {
         }
         MemoryStore {
             db,
+            gate: Arc::default(),
             space,
             name: Arc::from("default"),
             counters: Arc::default(),
@@ -323,6 +315,7 @@ impl MemoryStore {
         let space = map.entry(name.to_owned()).or_default().clone();
         Ok(MemoryStore {
             db: self.db.clone(),
+            gate: self.gate.clone(),
             space,
             name: Arc::from(name),
             counters: self.counters.clone(),
@@ -356,13 +349,10 @@ impl MemoryStore {
         self.space.read().map_err(|_| MemoryError::Poisoned)
     }
 
-    fn apply(space: &mut Space, batch: &UpdateBatch) -> Result<u64, MemoryError> {
-        Self::apply_undoable(space, batch).map(|(written, _)| written)
-    }
-
-    /// [`apply`](Self::apply), also handing back the nodes it removed, so
-    /// that [`undo`](Self::undo) can take the whole batch back (a commit of
-    /// several trees whose later part fails).
+    /// Applies `batch`'s node changes to `space`, handing back the number
+    /// of changes and the nodes it removed, so that [`undo`](Self::undo)
+    /// can take the whole batch back (a commit of several trees whose later
+    /// part fails).
     fn apply_undoable(
         space: &mut Space,
         batch: &UpdateBatch,
@@ -457,24 +447,9 @@ impl TreeStore for MemoryStore {
         Ok(out)
     }
 
-    async fn commit(&self, batch: &UpdateBatch) -> Result<CommitOutcome, MemoryError> {
-        self.counters.round_trip(1);
-        let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
-        if space.root != batch.old_root {
-            self.counters.conflict();
-            return Ok(CommitOutcome::RootMoved {
-                current: space.root,
-            });
-        }
-        let written = Self::apply(&mut space, batch)?;
-        space.root = batch.new_root;
-        space.version += 1;
-        self.counters.written(written);
-        Ok(CommitOutcome::Committed)
-    }
-
     async fn delete_all(&self) -> Result<(), MemoryError> {
         self.counters.round_trip(1);
+        let _gate = self.gate.read().await;
         let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
         let version = space.version + 1;
         if space.pins.is_empty() {
@@ -496,43 +471,17 @@ impl TreeStore for MemoryStore {
     fn namespace(&self) -> Option<&str> {
         Some(&self.name)
     }
+}
 
-    /// The whole write under the namespace's write lock, planned straight
-    /// on the stored nodes: nothing can move the root meanwhile, so the
-    /// write cannot lose a race (the tree takes this path after a few lost
-    /// optimistic attempts).
-    async fn write_locked(
-        &self,
-        kind: LayoutKind,
-        batch: &[(Key, Leaf)],
-    ) -> Result<Option<ComputedNode>, TreeError<MemoryError>> {
-        self.counters.round_trip(1);
-        let items = descent::prepare(batch);
-        descent::batch_sum(&items)?;
-        let mut space = self
-            .space
-            .write()
-            .map_err(|_| TreeError::Store(MemoryError::Poisoned))?;
-        let root = space.root;
-        let cache = space.path_cache(kind, &root, &items);
-        let update = hashing(items.len(), || {
-            descent::plan_items(kind, &cache, root, &items)
-        })?;
-        if !update.is_noop() {
-            let written = Self::apply(&mut space, &update).map_err(TreeError::Store)?;
-            space.root = update.new_root;
-            space.version += 1;
-            self.counters.written(written);
-        }
-        Ok(Some(update.new_root))
-    }
+impl StoreError for MemoryError {}
 
+impl AuditStore for MemoryStore {
     async fn audit(
         &self,
         kind: LayoutKind,
         progress: &ProgressSink,
-    ) -> Result<Option<AuditReport>, MemoryError> {
-        Ok(Some(audit_nodes_with(kind, &self.scan_nodes()?, progress)))
+    ) -> Result<AuditReport, MemoryError> {
+        Ok(audit_nodes_with(kind, &self.scan_nodes()?, progress))
     }
 }
 
@@ -594,6 +543,7 @@ impl BulkStore for MemoryStore {
         if Arc::ptr_eq(&self.space, &target.space) {
             return Ok(None);
         }
+        let _gate = self.gate.read().await;
         // The source is read first and released, so the two locks are
         // never held together.
         let (root, copied) = {
@@ -623,6 +573,7 @@ impl BulkStore for MemoryStore {
         if Arc::ptr_eq(&self.space, &staging.space) || !Arc::ptr_eq(&self.db, &staging.db) {
             return Ok(false);
         }
+        let _gate = self.gate.read().await;
         let mut db = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
         // Both spaces are locked under the database lock, so no other swap
         // can take them in the other order.
@@ -669,11 +620,38 @@ impl ForestStore for MemoryStore {
         Ok(names)
     }
 
+    /// Under the database's write lock, shared (see [`commit_parts`](MemoryStore::commit_parts)).
+    async fn commit_trees(
+        &self,
+        updates: &[TreeUpdate<'_, MemoryStore>],
+    ) -> Result<ForestCommit, MemoryError> {
+        let _gate = self.gate.read().await;
+        self.commit_parts(updates)
+    }
+
+    /// The database's write lock, held alone while `work` runs on a view
+    /// whose commits need not take it.
+    async fn locked<W>(
+        &self,
+        _trees: &[&MemoryStore],
+        work: W,
+    ) -> Result<Option<W::Output>, MemoryError>
+    where
+        W: LockedWork<MemoryStore>,
+    {
+        self.counters.round_trip(1);
+        let _alone = self.gate.write().await;
+        Ok(Some(work.run(&LockedMemory(self)).await))
+    }
+}
+
+impl MemoryStore {
     /// Takes every touched namespace's lock (in name order, under the
     /// database lock, so no other commit of several trees or swap takes
     /// them in another order), checks every root, then applies the parts
-    /// in turn; a part that fails takes the ones before it back.
-    async fn commit_trees(
+    /// in turn; a part that fails takes the ones before it back. The
+    /// caller holds the database's write lock.
+    pub(super) fn commit_parts(
         &self,
         updates: &[TreeUpdate<'_, MemoryStore>],
     ) -> Result<ForestCommit, MemoryError> {

@@ -38,7 +38,8 @@ pub enum SqlStoreError {
         point: &'static str,
     },
     /// The runtime shut down while a write ran on its own task (see
-    /// [`TreeStore::commit`](crate::store::TreeStore::commit) on the pool stores).
+    /// [`ForestStore::commit_trees`](crate::store::ForestStore::commit_trees)
+    /// on the pool stores).
     #[error("the async runtime shut down before the write finished")]
     RuntimeShutdown,
     /// The namespace's row was gone right after the write transaction
@@ -95,6 +96,10 @@ pub enum SqlStoreError {
         /// The wait that ran out.
         waited: std::time::Duration,
     },
+    /// A view of a store under its write lock was used after its commit,
+    /// which released the lock with the transaction that held it.
+    #[error("the write lock was released with its commit")]
+    LockReleased,
     /// The schema in the database is newer than this crate knows.
     #[error("database schema version {found} is newer than the {supported} this crate supports")]
     SchemaTooNew {
@@ -135,6 +140,12 @@ impl SqlStoreError {
             }),
             _ => false,
         }
+    }
+}
+
+impl crate::store::StoreError for SqlStoreError {
+    fn is_transient(&self) -> bool {
+        SqlStoreError::is_transient(self)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The SQL stores as forests ([`ForestStore`]): the namespaces of one
 //! database committed together, on a pool ([`SqlStore`]) or inside a
-//! caller's open transaction ([`SqlTxForest`]).
+//! caller's open transaction ([`SqlTxStore`]), and the lock a pool store
+//! lends the write engine ([`ForestStore::locked`], `locked.rs`).
 //!
 //! A commit of several namespaces costs what a one-namespace commit does:
 //! one lock statement, one namespace-row read, at most one row read and
@@ -8,27 +9,30 @@
 //! of namespaces ([`ops::commit_many_on`]). Reads of several namespaces
 //! are one statement each: their roots, and their path walks.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::Mutex;
-
-use super::dialect::{Dialect, PathWalk, begin_write};
+use super::dialect::{Dialect, PathWalk};
 use super::error::{Res, SqlStoreError};
 use super::handle::{SqlStore, SqlTxStore};
+use super::locked::LockedSql;
 use super::ops::{self, CommitPart};
 use super::savepoint::Savepoint;
 use super::space::NamespaceState;
-use super::tx::{TxConnection, detached_store};
+use super::tx::{CallerGone, OwnedTx, TxConnection, detached_store};
 use crate::descent::UpdateBatch;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
-use crate::store::{ForestCommit, ForestStore, PathRead, PathStart, StratumHeight, TreeUpdate};
+use crate::store::{ForestCommit, ForestStore, LockedWork, PathRead, PathStart, TreeUpdate};
 
 /// One namespace's walks, owned, for a walk of several namespaces.
-type OwnedWalk = (Arc<NamespaceState>, Vec<PathStart>, bool);
+pub(super) type OwnedWalk = (Arc<NamespaceState>, Vec<PathStart>, bool);
 
 /// The roots of `spaces` (one statement), learning their ids on the way.
-async fn roots_on<C: Dialect>(conn: &mut C, spaces: &[&NamespaceState]) -> Res<Vec<ComputedNode>> {
+pub(super) async fn roots_on<C: Dialect>(
+    conn: &mut C,
+    spaces: &[&NamespaceState],
+) -> Res<Vec<ComputedNode>> {
     Ok(ops::load_states(conn, spaces)
         .await?
         .into_iter()
@@ -39,7 +43,7 @@ async fn roots_on<C: Dialect>(conn: &mut C, spaces: &[&NamespaceState]) -> Res<V
 /// Walks the paths of several namespaces in one statement (after the
 /// engine's guard when `guard`); namespaces that do not exist read
 /// nothing.
-async fn walk_on<C: Dialect>(
+pub(super) async fn walk_on<C: Dialect>(
     conn: &mut C,
     walks: &[OwnedWalk],
     guard: bool,
@@ -69,7 +73,7 @@ async fn walk_on<C: Dialect>(
 }
 
 /// The walks of `reads`, owned.
-fn owned_walks<'a, T: 'a>(
+pub(super) fn owned_walks<'a, T: 'a>(
     reads: &[PathRead<'a, T>],
     space: impl Fn(&T) -> &Arc<NamespaceState>,
 ) -> Vec<OwnedWalk> {
@@ -80,7 +84,7 @@ fn owned_walks<'a, T: 'a>(
 }
 
 /// The parts of a commit, owned (for a commit on a task of its own).
-fn owned_parts<T>(
+pub(super) fn owned_parts<T>(
     updates: &[TreeUpdate<'_, T>],
     space: impl Fn(&T) -> &Arc<NamespaceState>,
 ) -> Vec<(Arc<NamespaceState>, UpdateBatch)> {
@@ -95,6 +99,43 @@ fn parts(owned: &[(Arc<NamespaceState>, UpdateBatch)]) -> Vec<CommitPart<'_>> {
         .iter()
         .map(|(space, batch)| CommitPart { space, batch })
         .collect()
+}
+
+/// The parts of a commit, owned, with the namespace whose counters count
+/// the commit's round trips.
+pub(super) type OwnedCommit = (Arc<NamespaceState>, Vec<(Arc<NamespaceState>, UpdateBatch)>);
+
+/// Commits `owned` in `tx`, on a task of its own (see [`detached_store`]):
+/// every part checked and applied in the transaction, then COMMIT, unless
+/// a root moved or the caller left before COMMIT (then ROLLBACK). The one
+/// commit of the pool store and of its lock's view.
+pub(super) async fn commit_in<C: Dialect>(
+    tx: impl Future<Output = Res<OwnedTx<C>>> + Send + 'static,
+    (counted, owned): OwnedCommit,
+) -> Res<ForestCommit> {
+    detached_store(move |caller_gone: CallerGone| async move {
+        counted.counters.round_trip(1);
+        let mut tx = tx.await?;
+        for (space, _) in &owned {
+            space.fail("begin")?;
+        }
+        let outcome = ops::commit_many_on(tx.conn(), &parts(&owned)).await?;
+        counted.counters.round_trip(1);
+        match outcome {
+            ForestCommit::Committed if !caller_gone.get() => {
+                for (space, _) in &owned {
+                    space.fail("before_commit")?;
+                }
+                tx.commit().await?;
+                for (space, _) in &owned {
+                    space.fail("after_commit")?;
+                }
+            }
+            _ => tx.rollback().await?,
+        }
+        Ok(outcome)
+    })
+    .await
 }
 
 /// The namespaces of one database on one pool. Trees are handles of this
@@ -139,47 +180,50 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
         Ok(nodes)
     }
 
-    /// One write transaction on a task of its own (see
-    /// [`TreeStore::commit`](crate::store::TreeStore::commit)): committed
-    /// unless a root moved or the caller left before COMMIT.
+    /// One write transaction on a task of its own ([`commit_in`]):
+    /// committed unless a root moved or the caller left before COMMIT.
     async fn commit_trees(&self, updates: &[TreeUpdate<'_, Self>]) -> Res<ForestCommit> {
         self.check_pools(updates.iter().map(|u| u.tree))?;
         let Some(first) = updates.first() else {
             return Ok(ForestCommit::Committed);
         };
-        let counters = first.tree.space.clone();
-        let (pool, owned) = (self.pool.clone(), owned_parts(updates, |t| &t.space));
-        detached_store(move |caller_gone| async move {
-            counters.counters.round_trip(1);
-            let mut conn = TxConnection::acquire(&pool).await?;
-            let mut tx = begin_write(conn.conn()).await?;
-            for (space, _) in &owned {
-                space.fail("begin")?;
-            }
-            let outcome = ops::commit_many_on(&mut *tx, &parts(&owned)).await?;
-            counters.counters.round_trip(1);
-            match outcome {
-                ForestCommit::Committed if !caller_gone.get() => {
-                    for (space, _) in &owned {
-                        space.fail("before_commit")?;
-                    }
-                    C::bounded(tx.commit()).await?;
-                    for (space, _) in &owned {
-                        space.fail("after_commit")?;
-                    }
-                }
-                _ => C::bounded(tx.rollback()).await?,
-            }
-            conn.release();
-            Ok(outcome)
-        })
+        let counted = first.tree.space.clone();
+        let owned = owned_parts(updates, |t| &t.space);
+        let pool = self.pool.clone();
+        commit_in(
+            async move { OwnedTx::<C>::begin(&pool).await },
+            (counted, owned),
+        )
         .await
+    }
+
+    /// One write transaction that takes the namespaces' write locks first
+    /// (every other commit to them waits), held while `work` plans and
+    /// commits on it ([`LockedSql`]); rolled back if `work` commits
+    /// nothing. A cancelled caller closes the connection: the server rolls
+    /// back and the locks go with it.
+    async fn locked<W>(&self, trees: &[&Self], work: W) -> Res<Option<W::Output>>
+    where
+        W: LockedWork<Self>,
+    {
+        self.check_pools(trees.iter().copied())?;
+        let spaces: Vec<&NamespaceState> = trees.iter().map(|t| &*t.space).collect();
+        let Some(first) = spaces.first() else {
+            return Ok(None);
+        };
+        first.counters.round_trip(1);
+        let mut tx = OwnedTx::<C>::begin(&self.pool).await?;
+        tx.conn().lock_namespaces(&spaces).await?;
+        let view = LockedSql::new(self, tx);
+        let out = work.run(&view).await;
+        view.release().await;
+        Ok(Some(out))
     }
 }
 
 impl<C: Dialect> SqlStore<C> {
     /// Refuses handles on another pool: one commit cannot span databases.
-    fn check_pools<'t>(&self, trees: impl IntoIterator<Item = &'t Self>) -> Res<()> {
+    pub(super) fn check_pools<'t>(&self, trees: impl IntoIterator<Item = &'t Self>) -> Res<()> {
         match trees.into_iter().find(|t| !self.same_pool(t)) {
             Some(t) => Err(SqlStoreError::ForeignTree {
                 namespace: t.name().to_owned(),
@@ -192,34 +236,20 @@ impl<C: Dialect> SqlStore<C> {
     /// open transaction (`&mut *tx`): commits of several trees, and reads
     /// of them, run in it and commit or roll back with the caller's own
     /// rows. See [`in_transaction`](Self::in_transaction) for how to begin
-    /// the transaction on each engine.
+    /// the transaction on each engine. The forest is this handle's
+    /// namespace in the transaction ([`SqlTxStore`]); its other trees are
+    /// [`ForestStore::tree`]s of it.
     pub fn forest_in_transaction<'c>(&self, conn: &'c mut C) -> SqlTxForest<'c, C> {
-        SqlTxForest {
-            conn: Arc::new(Mutex::new(conn)),
-            height: self.space.height,
-            recent: self.space.recent.capacity(),
-        }
+        self.in_transaction(conn)
     }
 }
 
 /// The namespaces of a database inside a caller's open transaction; see
-/// [`SqlStore::forest_in_transaction`]. Its trees
-/// ([`ForestStore::tree`]) are [`SqlTxStore`]s on the same transaction.
-pub struct SqlTxForest<'c, C: Dialect> {
-    conn: Arc<Mutex<&'c mut C>>,
-    height: StratumHeight,
-    recent: usize,
-}
+/// [`SqlStore::forest_in_transaction`]: a [`SqlTxStore`], whose forest is
+/// every namespace in that transaction.
+pub type SqlTxForest<'c, C> = SqlTxStore<'c, C>;
 
-impl<C: Dialect> std::fmt::Debug for SqlTxForest<'_, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlTxForest")
-            .field("height", &self.height)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'c, C: Dialect> SqlTxForest<'c, C> {
+impl<'c, C: Dialect> SqlTxStore<'c, C> {
     /// Refuses trees of another transaction.
     fn check_conns<'t>(&self, trees: impl IntoIterator<Item = &'t SqlTxStore<'c, C>>) -> Res<()>
     where
@@ -237,14 +267,14 @@ impl<'c, C: Dialect> SqlTxForest<'c, C> {
     }
 }
 
-impl<'c, C: Dialect> ForestStore for SqlTxForest<'c, C> {
+impl<'c, C: Dialect> ForestStore for SqlTxStore<'c, C> {
     type Error = SqlStoreError;
     type Tree = SqlTxStore<'c, C>;
 
     fn tree(&self, name: &str) -> Res<SqlTxStore<'c, C>> {
         Ok(SqlTxStore {
             conn: self.conn.clone(),
-            space: NamespaceState::new(name, self.height, self.recent),
+            space: NamespaceState::new(name, self.space.height, self.space.recent.capacity()),
         })
     }
 
@@ -259,7 +289,7 @@ impl<'c, C: Dialect> ForestStore for SqlTxForest<'c, C> {
     }
 
     /// A large walk's guard (JIT off on Postgres) lasts until the
-    /// caller's transaction ends, as on [`SqlTxStore`].
+    /// caller's transaction ends, as for one tree's walk.
     async fn read_paths_many(
         &self,
         reads: &[PathRead<'_, SqlTxStore<'c, C>>],
@@ -272,7 +302,8 @@ impl<'c, C: Dialect> ForestStore for SqlTxForest<'c, C> {
     }
 
     /// In the caller's transaction, under a savepoint where the engine
-    /// writes with one (as [`SqlTxStore`]'s commit).
+    /// writes with one ([`Dialect::SAVEPOINTS`]); Postgres writes every
+    /// part in one statement, and a root that moved is found before it.
     async fn commit_trees(
         &self,
         updates: &[TreeUpdate<'_, SqlTxStore<'c, C>>],
@@ -289,12 +320,27 @@ impl<'c, C: Dialect> ForestStore for SqlTxForest<'c, C> {
         if !C::SAVEPOINTS {
             return ops::commit_many_on(&mut **conn, &parts).await;
         }
+        self.space.counters.round_trip(1);
         let mut savepoint = Savepoint::<C::Database>::begin(&mut **conn).await?;
         let outcome = ops::commit_many_on(savepoint.conn(), &parts).await?;
+        self.space.counters.round_trip(1);
         match outcome {
             ForestCommit::Committed => savepoint.commit().await?,
             ForestCommit::RootMoved { .. } => savepoint.rollback().await?,
         }
         Ok(outcome)
+    }
+
+    /// The namespaces' write locks taken in the caller's transaction (held
+    /// until it ends: Postgres's advisory locks; SQLite's write lock is the
+    /// transaction's own), then `work` on this forest.
+    async fn locked<W>(&self, trees: &[&SqlTxStore<'c, C>], work: W) -> Res<Option<W::Output>>
+    where
+        W: LockedWork<SqlTxStore<'c, C>>,
+    {
+        self.check_conns(trees.iter().copied())?;
+        let spaces: Vec<&NamespaceState> = trees.iter().map(|t| &*t.space).collect();
+        self.conn.lock().await.lock_namespaces(&spaces).await?;
+        Ok(Some(work.run(self).await))
     }
 }

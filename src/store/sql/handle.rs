@@ -7,30 +7,26 @@ use std::sync::Arc;
 use sqlx::SqlSafeStr;
 use tokio::sync::Mutex;
 
-use super::dialect::{Dialect, begin_write};
+use super::dialect::Dialect;
 use super::error::{Res, SqlStoreError};
 use super::journal;
 use super::ops;
 use super::reads;
 use super::savepoint::Savepoint;
 use super::space::NamespaceState;
-use super::tx::{self, TxConnection, Work, detached, detached_store};
+use super::tx::{self, TxConnection, Work};
 use crate::audit::RowAudit;
 use crate::audit::report::AuditReport;
-use crate::descent::UpdateBatch;
-use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::layout::LayoutKind;
-use crate::leaf::Leaf;
 use crate::node::{ComputedNode, Node};
 use crate::pin::Pin;
 use crate::position::Position;
 use crate::progress::ProgressSink;
-use crate::store::locked::write_planned;
 use crate::store::{
-    BulkStore, ChangePage, CommitOutcome, DEFAULT_RECENT_NODES, JournalState, JournalStore,
-    PathStart, PinStore, ReadAt, RecentNodes, Retention, StoreStats, TreeStore,
+    AuditStore, BulkStore, ChangePage, DEFAULT_RECENT_NODES, JournalState, JournalStore, PathStart,
+    PinStore, ReadAt, RecentNodes, Retention, StoreStats, TreeStore,
 };
 use crate::strata::StratumHeight;
 
@@ -201,11 +197,22 @@ impl<C: Dialect> SqlStore<C> {
 }
 
 /// A [`SqlStore`] namespace bound to a caller's open transaction; see
-/// [`SqlStore::in_transaction`].
+/// [`SqlStore::in_transaction`]. Its forest ([`ForestStore`](crate::store::ForestStore))
+/// is every namespace of the database in that transaction. Cloning is cheap
+/// and shares the transaction.
 pub struct SqlTxStore<'c, C: Dialect> {
     /// Shared with the other namespaces of a [`SqlTxForest`](super::SqlTxForest).
     pub(super) conn: Arc<Mutex<&'c mut C>>,
     pub(super) space: Arc<NamespaceState>,
+}
+
+impl<C: Dialect> Clone for SqlTxStore<'_, C> {
+    fn clone(&self) -> Self {
+        SqlTxStore {
+            conn: self.conn.clone(),
+            space: self.space.clone(),
+        }
+    }
 }
 
 impl<C: Dialect> std::fmt::Debug for SqlTxStore<'_, C> {
@@ -219,7 +226,7 @@ impl<C: Dialect> std::fmt::Debug for SqlTxStore<'_, C> {
 impl<C: Dialect> SqlTxStore<'_, C> {
     /// Runs `work` in the caller's transaction, under a savepoint where
     /// the engine writes with one ([`Dialect::SAVEPOINTS`]).
-    async fn write<T>(
+    pub(super) async fn write<T>(
         &self,
         work: impl for<'a> FnOnce(&'a mut C, &'a NamespaceState) -> Work<'a, T>,
     ) -> Res<T> {
@@ -236,10 +243,6 @@ impl<C: Dialect> SqlTxStore<'_, C> {
 
 impl<C: Dialect> TreeStore for SqlStore<C> {
     type Error = SqlStoreError;
-
-    fn is_transient(error: &SqlStoreError) -> bool {
-        error.is_transient()
-    }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         ops::load_root(&mut *self.pool.acquire().await?, &self.space).await
@@ -292,29 +295,6 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         (!for_write).then_some(&self.space.recent)
     }
 
-    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.clone());
-        detached_store(move |caller_gone| async move {
-            space.counters.round_trip(1);
-            let mut conn = TxConnection::acquire(&pool).await?;
-            let mut tx = begin_write(conn.conn()).await?;
-            space.fail("begin")?;
-            let outcome = ops::commit_on(&mut *tx, &space, &batch).await?;
-            space.counters.round_trip(1);
-            match outcome {
-                CommitOutcome::Committed if !caller_gone.get() => {
-                    space.fail("before_commit")?;
-                    C::bounded(tx.commit()).await?;
-                    space.fail("after_commit")?;
-                }
-                _ => C::bounded(tx.rollback()).await?,
-            }
-            conn.release();
-            Ok(outcome)
-        })
-        .await
-    }
-
     async fn delete_all(&self) -> Res<()> {
         tx::write(&self.pool, &self.space, |conn: &mut C, space| {
             Box::pin(ops::delete_all_on(conn, space))
@@ -329,44 +309,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
     fn namespace(&self) -> Option<&str> {
         Some(&self.space.name)
     }
+}
 
-    // TreeError is what the tree's own writes return; boxing it here only.
-    #[allow(clippy::result_large_err)]
-    async fn write_locked(
-        &self,
-        kind: LayoutKind,
-        batch: &[(Key, Leaf)],
-    ) -> Result<Option<ComputedNode>, TreeError<SqlStoreError>> {
-        let (pool, space, batch) = (self.pool.clone(), self.space.clone(), batch.to_vec());
-        let store = TreeError::Store;
-        detached(
-            move |caller_gone| async move {
-                let mut conn = TxConnection::acquire(&pool)
-                    .await
-                    .map_err(|e| store(e.into()))?;
-                let mut tx = begin_write(conn.conn()).await.map_err(store)?;
-                tx.lock_namespace(&space).await.map_err(TreeError::Store)?;
-                let root = {
-                    let locked = SqlTxStore {
-                        conn: Arc::new(Mutex::new(&mut *tx)),
-                        space,
-                    };
-                    write_planned(&locked, kind, &batch).await?
-                };
-                if caller_gone.get() {
-                    C::bounded(tx.rollback()).await.map_err(store)?;
-                } else {
-                    C::bounded(tx.commit()).await.map_err(store)?;
-                }
-                conn.release();
-                Ok(Some(root))
-            },
-            || Err(TreeError::Store(SqlStoreError::RuntimeShutdown)),
-        )
-        .await
-    }
-
-    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<Option<AuditReport>> {
+impl<C: Dialect> AuditStore for SqlStore<C> {
+    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<AuditReport> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
@@ -377,16 +323,12 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
         C::bounded(tx.commit()).await?;
         conn.release();
-        Ok(Some(audit.finish()))
+        Ok(audit.finish())
     }
 }
 
 impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
     type Error = SqlStoreError;
-
-    fn is_transient(error: &SqlStoreError) -> bool {
-        error.is_transient()
-    }
 
     async fn load_root(&self) -> Res<ComputedNode> {
         ops::load_root(&mut **self.conn.lock().await, &self.space).await
@@ -431,24 +373,6 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
         (!for_write).then_some(&self.space.recent)
     }
 
-    async fn commit(&self, batch: &UpdateBatch) -> Res<CommitOutcome> {
-        let mut conn = self.conn.lock().await;
-        if !C::SAVEPOINTS {
-            // Every write of a commit is one statement, and a root that
-            // moved is found before it.
-            return ops::commit_on(&mut **conn, &self.space, batch).await;
-        }
-        self.space.counters.round_trip(1);
-        let mut savepoint = Savepoint::<C::Database>::begin(&mut **conn).await?;
-        let outcome = ops::commit_on(savepoint.conn(), &self.space, batch).await?;
-        self.space.counters.round_trip(1);
-        match outcome {
-            CommitOutcome::Committed => savepoint.commit().await?,
-            CommitOutcome::RootMoved { .. } => savepoint.rollback().await?,
-        }
-        Ok(outcome)
-    }
-
     async fn delete_all(&self) -> Res<()> {
         self.write(|conn, space| Box::pin(ops::delete_all_on(conn, space)))
             .await
@@ -461,11 +385,13 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
     fn namespace(&self) -> Option<&str> {
         Some(&self.space.name)
     }
+}
 
-    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<Option<AuditReport>> {
+impl<C: Dialect> AuditStore for SqlTxStore<'_, C> {
+    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<AuditReport> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         ops::scan_rows_on(&mut **self.conn.lock().await, &self.space, &mut audit).await?;
-        Ok(Some(audit.finish()))
+        Ok(audit.finish())
     }
 }
 

@@ -7,6 +7,7 @@ mod forest;
 mod handle;
 mod journal;
 mod listing;
+mod locked;
 mod ops;
 #[cfg(feature = "sqlite")]
 mod packed;

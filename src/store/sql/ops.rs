@@ -14,7 +14,7 @@ use crate::audit::RowSink;
 use crate::descent::UpdateBatch;
 use crate::node::ComputedNode;
 use crate::pin::Pin;
-use crate::store::{CommitOutcome, ForestCommit, ReadAt};
+use crate::store::{ForestCommit, ReadAt};
 use crate::strata::{self, StratumHeight};
 
 /// A namespace row: id, height, root hash and sum (both NULL when empty),
@@ -158,21 +158,6 @@ async fn states_for_write<C: Dialect>(
 pub(crate) struct CommitPart<'a> {
     pub space: &'a NamespaceState,
     pub batch: &'a UpdateBatch,
-}
-
-/// Check-and-apply inside an open transaction (or savepoint). Returns
-/// `RootMoved` without writing when the root is not `batch.old_root`.
-pub(crate) async fn commit_on<C: Dialect>(
-    conn: &mut C,
-    space: &NamespaceState,
-    batch: &UpdateBatch,
-) -> Res<CommitOutcome> {
-    Ok(
-        match commit_many_on(conn, &[CommitPart { space, batch }]).await? {
-            ForestCommit::Committed => CommitOutcome::Committed,
-            ForestCommit::RootMoved { current, .. } => CommitOutcome::RootMoved { current },
-        },
-    )
 }
 
 /// Check-and-apply of several namespaces' batches inside an open

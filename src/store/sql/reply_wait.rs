@@ -11,7 +11,7 @@
 //! after a cut connection), and the connection is closed. Pool checkouts
 //! are bounded by the pool's own acquire timeout (30 s in sqlx).
 //!
-//! One setting for the process, like [`set_hash_lanes`](crate::set_hash_lanes):
+//! One setting for the process:
 //! statements are sent from code generic over both engines, where no
 //! store handle is at hand.
 

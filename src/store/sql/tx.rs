@@ -5,6 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use sqlx_core::transaction::TransactionManager;
+
 use super::dialect::{Dialect, begin_write};
 use super::error::{Res, SqlStoreError};
 use super::space::NamespaceState;
@@ -143,4 +145,57 @@ where
         Ok(out)
     })
     .await
+}
+
+/// The transaction manager of engine `C`.
+type Manager<C> = <<C as sqlx::Connection>::Database as sqlx::Database>::TransactionManager;
+
+/// A write transaction on a pooled connection, owned rather than borrowed
+/// from it, so that it can be held across a lock's whole write and move
+/// into a [`detached`] task for its commit.
+///
+/// Dropped before [`commit`](Self::commit) or [`rollback`](Self::rollback)
+/// (a cancelled caller, an error), its [`TxConnection`] is closed: the
+/// server rolls the transaction back and the pool never sees it.
+pub(crate) struct OwnedTx<C: Dialect> {
+    conn: TxConnection<C::Database>,
+}
+
+impl<C: Dialect> OwnedTx<C> {
+    /// A connection from `pool` with a write transaction begun on it
+    /// (`BEGIN IMMEDIATE` on SQLite: the database's write lock from the
+    /// start).
+    pub async fn begin(pool: &sqlx::Pool<C::Database>) -> Res<Self> {
+        let mut conn = TxConnection::acquire(pool).await?;
+        let begin = C::BEGIN_WRITE.map(sqlx::SqlStr::from_static);
+        C::bounded(Manager::<C>::begin(conn.conn(), begin)).await?;
+        Ok(OwnedTx { conn })
+    }
+
+    /// The connection, inside the transaction.
+    pub fn conn(&mut self) -> &mut C {
+        self.conn.conn()
+    }
+
+    /// Commits, and gives the connection back to the pool.
+    pub async fn commit(self) -> Res<()> {
+        self.end(true).await
+    }
+
+    /// Rolls back, and gives the connection back to the pool.
+    pub async fn rollback(self) -> Res<()> {
+        self.end(false).await
+    }
+
+    /// COMMIT (`commit`) or ROLLBACK, then the connection back to the pool.
+    async fn end(mut self, commit: bool) -> Res<()> {
+        let conn = self.conn.conn();
+        if commit {
+            C::bounded(Manager::<C>::commit(conn)).await?;
+        } else {
+            C::bounded(Manager::<C>::rollback(conn)).await?;
+        }
+        self.conn.release();
+        Ok(())
+    }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -14,12 +15,13 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::store::{ForestCommit, ForestStore};
-use crate::tree::forest::group::{self, Planning};
+use crate::progress::ProgressSink;
+use crate::store::ForestStore;
+use crate::tree::engine::{self, Entry, Job, Policy, TreeId, Want, Writes};
 use crate::tree::forest::links::{Link, Links};
-use crate::tree::forest::plan::{self, Writes};
-use crate::tree::forest::registry::{Entry, Registry, TreeId};
-use crate::tree::handle::{DEFAULT_MAX_ATTEMPTS, Tree, backoff};
+use crate::tree::forest::registry::Registry;
+use crate::tree::handle::{DEFAULT_MAX_ATTEMPTS, Tree};
+use crate::tuning::Tuning;
 
 /// A forest operation's result on store `S`.
 type Res<T, S> = Result<T, TreeError<<S as ForestStore>::Error>>;
@@ -48,6 +50,9 @@ pub struct Forest<S: ForestStore, L> {
     pub(crate) store: S,
     pub(crate) registry: Arc<Registry<S::Tree>>,
     pub(crate) max_attempts: u32,
+    pub(crate) recovery_wait: Duration,
+    pub(crate) progress: ProgressSink,
+    pub(crate) tuning: Tuning,
     layout: PhantomData<fn() -> L>,
 }
 
@@ -57,6 +62,9 @@ impl<S: ForestStore + Clone, L> Clone for Forest<S, L> {
             store: self.store.clone(),
             registry: self.registry.clone(),
             max_attempts: self.max_attempts,
+            recovery_wait: self.recovery_wait,
+            progress: self.progress.clone(),
+            tuning: self.tuning,
             layout: PhantomData,
         }
     }
@@ -107,6 +115,9 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
             store,
             registry: Arc::new(Registry::new(Links::default())),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            recovery_wait: Duration::ZERO,
+            progress: ProgressSink::default(),
+            tuning: Tuning::new(),
             layout: PhantomData,
         }
     }
@@ -128,6 +139,44 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
         self
     }
 
+    /// Sets how long a write waits, at most, for a store that went out of
+    /// reach before it answers with the store's error (default zero; see
+    /// [`Tree::with_recovery_wait`]).
+    pub fn with_recovery_wait(mut self, wait: Duration) -> Self {
+        self.recovery_wait = wait;
+        self
+    }
+
+    /// This forest reporting the progress of its writes (each phase of
+    /// each write: [`ProgressOperation::InsertRead`](crate::ProgressOperation::InsertRead)
+    /// and the next two) to `sink`; its writers' groups report there too.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = sink;
+        self
+    }
+
+    /// This forest's descents (and its writers' and trees') keeping `lanes`
+    /// branch hashes in flight on one core ([`Tree::with_hash_lanes`]).
+    pub fn with_hash_lanes(mut self, lanes: usize) -> Self {
+        self.tuning = self.tuning.with_hash_lanes(lanes);
+        self
+    }
+
+    /// This forest's descents hashing on at most `threads` threads
+    /// ([`Tree::with_descent_threads`]).
+    pub fn with_descent_threads(mut self, threads: usize) -> Self {
+        self.tuning = self.tuning.with_descent_threads(threads);
+        self
+    }
+
+    /// How the write engine retries this forest's writes.
+    pub(crate) fn policy(&self) -> Policy {
+        Policy {
+            max_attempts: self.max_attempts,
+            recovery_wait: self.recovery_wait,
+        }
+    }
+
     /// The links declared.
     pub fn links(&self) -> &[Link] {
         self.registry.links().all()
@@ -146,7 +195,11 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
         S::Tree: Clone,
     {
         let entry = self.registry.resolve(&self.store, name)?;
-        Ok(Tree::new(entry.store.clone()).with_max_attempts(self.max_attempts))
+        Ok(Tree::new(entry.store.clone())
+            .with_max_attempts(self.max_attempts)
+            .with_recovery_wait(self.recovery_wait)
+            .with_progress(self.progress.clone())
+            .with_tuning(self.tuning))
     }
 
     /// The current roots of the trees `names`, in order, in one read.
@@ -210,48 +263,36 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
             leaves = writes.iter().map(|(_, b)| b.len()).sum::<usize>(),
             attempts = Empty,
         );
-        self.write_attempts(&writes).instrument(span).await
+        self.write_group(&writes).instrument(span).await
     }
 
-    async fn write_attempts(&self, writes: &Writes<S::Tree>) -> Res<ForestWrite, S> {
-        let group = [writes];
-        for attempt in 0..self.max_attempts {
-            tracing::Span::current().record("attempts", attempt.saturating_add(1));
-            let plan = match group::read_and_plan(&self.store, L::KIND, &group, None, false, false)
-                .await
-            {
-                Planning::Ready(plan) => plan,
-                Planning::Retry => {
-                    backoff(attempt).await;
-                    continue;
-                }
-                Planning::Failed(e) => return Err(e),
-            };
-            if let Some((_, e)) = plan.rejected.first() {
-                return Err(TreeError::Plan(e.clone()));
-            }
-            match group::commit(&self.store, &plan)
-                .await
-                .map_err(TreeError::Store)?
-            {
-                ForestCommit::Committed => {
-                    let trees = plan
-                        .trees
-                        .iter()
-                        .map(|t| TreeChange {
-                            name: t.entry.name.clone(),
-                            old_root: t.update.old_root,
-                            new_root: t.update.new_root,
-                        })
-                        .collect();
-                    return Ok(ForestWrite { trees });
-                }
-                ForestCommit::RootMoved { .. } => backoff(attempt).await,
-            }
+    /// The write as a group of one submission through the write engine.
+    async fn write_group(&self, writes: &Writes<S::Tree>) -> Res<ForestWrite, S> {
+        let job = Job {
+            kind: L::KIND,
+            group: &[writes],
+            want: Want::default(),
+            policy: self.policy(),
+            progress: &self.progress,
+            tuning: self.tuning,
+        };
+        let mut plan = engine::write(&self.store, &job, None, &())
+            .await
+            .map_err(engine::Failure::into_error)?
+            .plan;
+        if let Some((_, e)) = plan.rejected.pop() {
+            return Err(TreeError::Plan(e));
         }
-        Err(TreeError::Contention {
-            attempts: self.max_attempts,
-        })
+        let trees = plan
+            .trees
+            .iter()
+            .map(|t| TreeChange {
+                name: t.entry.name.clone(),
+                old_root: t.update.old_root,
+                new_root: t.update.new_root,
+            })
+            .collect();
+        Ok(ForestWrite { trees })
     }
 
     /// The nested proof of `key` in tree `name`: its proof there and its
@@ -282,24 +323,26 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
             wanted.push((entry, *key));
         }
         let group = [&reads];
-        let order = plan::closure(group.iter().copied());
+        let order = engine::closure(group.iter().copied());
         for attempt in 0..self.max_attempts {
             // Proofs read the paths alone (no layout: no delete is planned).
-            let found = group::read_trees(&self.store, None, &group, &order, None, false).await?;
+            let found = engine::read_trees(&self.store, None, &group, &order, None, false).await?;
             let plans: HashMap<TreeId, _> = found
                 .iter()
                 .map(|(id, r)| (*id, (r.root, &r.nodes)))
                 .collect();
-            let proofs: Option<Vec<NestedProof>> = wanted
-                .iter()
-                .map(|(entry, key)| {
-                    plan::nested_proofs(&plans, entry, std::slice::from_ref(key))?.pop()
-                })
-                .collect();
+            let proofs: Option<Vec<NestedProof>> = self.tuning.apply(|| {
+                wanted
+                    .iter()
+                    .map(|(entry, key)| {
+                        engine::nested_proofs(&plans, entry, std::slice::from_ref(key))?.pop()
+                    })
+                    .collect()
+            });
             match proofs {
                 Some(proofs) => return Ok(proofs),
                 // A node went missing: a writer moved a tree meanwhile.
-                None => backoff(attempt).await,
+                None => engine::backoff(attempt).await,
             }
         }
         Err(TreeError::Contention {

@@ -10,32 +10,8 @@ use crate::error::{LinkError, TreeError};
 use crate::key::Key;
 use crate::proof::MAX_NESTED_LEVELS;
 use crate::store::ForestStore;
+use crate::tree::engine::Entry;
 use crate::tree::forest::links::Links;
-
-/// A tree's number in its registry (in the order first met).
-pub(crate) type TreeId = usize;
-
-/// A tree of the forest.
-#[derive(Debug)]
-pub(crate) struct Entry<T> {
-    pub id: TreeId,
-    pub name: Arc<str>,
-    /// The store handle on its namespace.
-    pub store: T,
-    /// Its parent, its key there and how its leaf is summed.
-    pub parent: Option<(Arc<Entry<T>>, Key, LinkSum)>,
-    /// How many parents are above it (0: a top tree).
-    pub level: usize,
-    /// True when some link names it as a parent (only the forest writes it).
-    pub is_parent: bool,
-}
-
-impl<T> Entry<T> {
-    /// This tree and every tree above it, nearest first.
-    pub fn chain(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Entry<T>>> {
-        std::iter::successors(Some(self), |e| e.parent.as_ref().map(|(p, _, _)| p))
-    }
-}
 
 /// Where a name sits in its parent: the parent's name, its key there
 /// and how its leaf is summed.
@@ -55,22 +31,6 @@ impl<T> Registry<T> {
             links,
             trees: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Registers `store` as the top tree `name` of a forest without links
-    /// (a one-tree writer's forest), replacing what the name held.
-    pub fn one(&self, name: &str, store: T) -> Arc<Entry<T>> {
-        let mut trees = self.trees.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = Arc::new(Entry {
-            id: trees.len(),
-            name: Arc::from(name),
-            store,
-            parent: None,
-            level: 0,
-            is_parent: false,
-        });
-        trees.insert(entry.name.clone(), entry.clone());
-        entry
     }
 
     /// The links.

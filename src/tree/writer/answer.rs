@@ -11,36 +11,10 @@ use super::config::Counters;
 use super::handle::{ForestReceipt, Pending, SubmitError, TreeRoot};
 use super::task::Task;
 use crate::NestedProof;
-use crate::error::{PlanError, TreeError};
+use crate::error::PlanError;
 use crate::layout::Layout;
 use crate::store::{ForestStore, TreeStore};
-use crate::tree::forest::{GroupPlan, TreeId, nested_proofs};
-
-/// Why a group was not written (the error is shared by every submission
-/// of the group).
-pub(super) enum Failure<E: std::error::Error + 'static> {
-    /// Nothing of it was applied.
-    NotApplied(Arc<TreeError<E>>),
-    /// Its commit failed and the outcome is unknown.
-    Unknown(Arc<TreeError<E>>),
-}
-
-impl<E: std::error::Error + 'static> Failure<E> {
-    /// A store that locked the group's write but not a single submission's
-    /// (not possible for one store; answered, not panicked on).
-    pub(super) fn unsupported() -> Self {
-        Failure::NotApplied(Arc::new(TreeError::Unsupported {
-            operation: "write_locked",
-        }))
-    }
-
-    fn answer(&self) -> SubmitError<E> {
-        match self {
-            Failure::NotApplied(e) => SubmitError::Failed(e.clone()),
-            Failure::Unknown(e) => SubmitError::Indeterminate(e.clone()),
-        }
-    }
-}
+use crate::tree::engine::{Failure, GroupPlan, TreeId, nested_proofs};
 
 impl<F, L> Task<F, L>
 where
@@ -55,13 +29,6 @@ where
         group: Vec<Pending<F::Tree, F::Error>>,
         plan: &GroupPlan<F::Tree>,
     ) {
-        if self.remember {
-            for tree in &plan.trees {
-                if let Some(recent) = tree.entry.store.recent_nodes(false) {
-                    recent.remember_written(&tree.update.inserts);
-                }
-            }
-        }
         let written = plan.trees.iter().filter(|t| !t.update.is_noop()).count();
         Span::current()
             .record("outcome", "ok")
@@ -124,19 +91,21 @@ where
         }
     }
 
-    pub(super) fn fail(&self, group: Vec<Pending<F::Tree, F::Error>>, failure: &Failure<F::Error>) {
+    /// Answers every submission of `group` with its failure (one error,
+    /// shared): [`SubmitError::Failed`] when nothing was applied,
+    /// [`SubmitError::Indeterminate`] when the outcome is unknown.
+    pub(super) fn fail(&self, group: Vec<Pending<F::Tree, F::Error>>, failure: Failure<F::Error>) {
         use crate::tree::traced::ErrorKind;
-        let (Failure::NotApplied(error) | Failure::Unknown(error)) = failure;
-        let outcome = match failure {
-            Failure::NotApplied(_) => error.kind(),
-            Failure::Unknown(_) => "indeterminate",
+        let (outcome, error, answer): (_, _, fn(_) -> _) = match failure {
+            Failure::NotApplied(e) => (e.kind(), Arc::new(e), SubmitError::Failed),
+            Failure::Unknown(e) => ("indeterminate", Arc::new(e), SubmitError::Indeterminate),
         };
         Span::current()
             .record("outcome", outcome)
-            .record("error", tracing::field::display(error));
+            .record("error", tracing::field::display(&error));
         Counters::add(&self.counters.failed, group.len() as u64);
         for pending in group {
-            let _ = pending.reply.send(Err(failure.answer()));
+            let _ = pending.reply.send(Err(answer(error.clone())));
         }
     }
 

@@ -121,7 +121,12 @@ impl Counters {
 
     /// Adds the time since `start` to `counter`, in microseconds.
     pub(super) fn time(counter: &AtomicU64, start: Instant) {
-        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Self::add_time(counter, start.elapsed());
+    }
+
+    /// Adds `took` to `counter`, in microseconds.
+    pub(super) fn add_time(counter: &AtomicU64, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         counter.fetch_add(micros, Ordering::Relaxed);
     }
 

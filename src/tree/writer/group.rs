@@ -1,25 +1,19 @@
 //! A writer's group: planned over the committed trees or over the group
-//! in flight, committed in one commit of every tree it reads, and written
-//! again on the committed trees when it lost a race.
+//! in flight, committed in one commit of every tree it reads, and handed
+//! to the write engine's loop ([`engine::write`]) to be judged, retried or
+//! failed.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{Instrument, Span};
 
-use super::answer::Failure;
 use super::config::Counters;
 use super::handle::Pending;
-use super::task::{Joined, Planned, Planning, Task};
-use crate::error::TreeError;
-use crate::key::Key;
+use super::task::{Joined, Planned, Task};
 use crate::layout::Layout;
-use crate::leaf::Leaf;
-use crate::node::ComputedNode;
 use crate::store::{ForestCommit, ForestStore, TreeStore, TreeUpdate};
-use crate::tree::forest::{self, GroupPlan, Writes};
-use crate::tree::handle::{EXCLUSIVE_AFTER, backoff};
+use crate::tree::engine::{self, Ending, Job, Policy, Tally, Unplanned, Want, Writes};
 
 impl<F, L> Task<F, L>
 where
@@ -27,6 +21,18 @@ where
     F::Tree: TreeStore<Error = F::Error> + Clone + 'static,
     L: Layout + Send + Sync + 'static,
 {
+    /// What the engine keeps of `group`'s plan: with several submissions
+    /// each is admitted alone (one submission needs no admission pass: the
+    /// descents' own overflow checks are the same test, answered as a
+    /// rejection); with `overlay` or proofs asked for, the written nodes.
+    fn want(group: &[Pending<F::Tree, F::Error>], overlay: bool) -> Want {
+        Want {
+            admit_each: group.len() > 1,
+            overlay: overlay || group.iter().any(|p| p.prove.is_some()),
+            update_proofs: false,
+        }
+    }
+
     /// Reads and plans `group` on the committed trees (`over` is `None`)
     /// or on planned ones whose commit is in flight. With `overlay`, each
     /// tree's plan keeps the nodes it wrote, for a next group to plan on.
@@ -35,28 +41,21 @@ where
         group: &[Pending<F::Tree, F::Error>],
         over: Option<&Planned<F::Tree>>,
         overlay: bool,
-    ) -> Planning<F::Tree, F::Error> {
+    ) -> Result<Planned<F::Tree>, Unplanned<F::Tree, F::Error>> {
         let start = Instant::now();
         let writes: Vec<&Writes<F::Tree>> = group.iter().map(|p| &p.writes).collect();
-        let prove = group.iter().any(|p| p.prove.is_some());
-        let over = over.map(|p| forest::overlay_of(&p.plan));
-        let planning = forest::read_and_plan(
+        let over = over.map(|p| engine::overlay_of(&p.plan));
+        let planning = engine::read_and_plan(
             &self.forest.store,
             L::KIND,
             &writes,
             over.as_ref(),
-            // One submission needs no admission pass: the descents' own
-            // overflow checks are the same test, answered as a rejection.
-            group.len() > 1,
-            overlay || prove,
+            Self::want(group, overlay),
+            self.forest.tuning,
         )
         .await;
         Counters::time(&self.counters.planning, start);
-        match planning {
-            forest::Planning::Ready(plan) => Planning::Ready(Planned { plan }),
-            forest::Planning::Retry => Planning::Retry,
-            forest::Planning::Failed(e) => Planning::Failed(Failure::NotApplied(Arc::new(e))),
-        }
+        planning.map(|plan| Planned { plan })
     }
 
     /// `planned`'s commit, timed, in a `commit` span under the group's.
@@ -66,7 +65,7 @@ where
         span: &Span,
     ) -> impl Future<Output = Result<ForestCommit, F::Error>> + Send + 'static {
         let store = self.forest.store.clone();
-        let noop = forest::is_noop(&planned.plan);
+        let noop = engine::is_noop(&planned.plan);
         let parts: Vec<_> = planned
             .plan
             .trees
@@ -92,7 +91,8 @@ where
     }
 
     /// Answers an in-flight group once its commit has ended; true when it
-    /// landed as planned (every tree's root is now its planned root).
+    /// landed as planned (every tree's root is now its planned root), so a
+    /// group planned on it may commit.
     pub(super) async fn complete(
         &self,
         group: Vec<Pending<F::Tree, F::Error>>,
@@ -100,217 +100,77 @@ where
         joined: Joined<F::Error>,
     ) -> bool {
         match joined {
-            Ok(Ok(ForestCommit::Committed)) => {
-                self.committed(group, &planned.plan);
-                true
+            Ok(result) => {
+                let ending = Ending::Committed {
+                    plan: planned.plan,
+                    result,
+                };
+                self.write_now(group, Some(ending)).await
             }
-            Ok(Ok(ForestCommit::RootMoved { .. })) => {
-                Counters::add(&self.counters.lost_races, 1);
-                self.write_now(group).await;
-                false
-            }
-            Ok(Err(e)) => match self.landed(e, &planned.plan).await {
-                Ok(()) => {
-                    self.committed(group, &planned.plan);
-                    true
-                }
-                // Not applied while the store was out of reach: written
-                // again now that it answers.
-                Err(Failure::NotApplied(e)) if Self::transient(&e) => {
-                    self.write_now(group).await;
-                    false
-                }
-                Err(failure) => {
-                    self.fail(group, &failure);
-                    false
-                }
-            },
             Err(_) => {
-                // The store panicked: the group's submitters get `Stopped`.
+                // The store panicked: the group's submitters get `Stopped`,
+                // and the next group plans on the committed trees.
                 Span::current().record("outcome", "stopped");
                 self.counters.group(
                     group.iter().map(|p| p.leaves).sum(),
                     planned.plan.trees.len(),
                 );
                 drop(group);
-                matches!(
-                    forest::landed(&self.forest.store, &planned.plan).await,
-                    Ok(Some(true))
-                )
+                false
             }
         }
     }
 
-    /// True when `error` is the store out of reach for a while.
-    pub(super) fn transient(error: &TreeError<F::Error>) -> bool {
-        matches!(error, TreeError::Store(e) if F::Tree::is_transient(e))
-    }
-
-    /// After the commit error `error`: `Ok` when the roots show the commit
-    /// landed. When `error` is transient, roots that cannot be read are read
-    /// again, with pauses, until the store answers or
-    /// [`WriterConfig::recovery_wait`](crate::WriterConfig::recovery_wait)
-    /// has passed.
-    async fn landed(
-        &self,
-        error: F::Error,
-        plan: &GroupPlan<F::Tree>,
-    ) -> Result<(), Failure<F::Error>> {
-        let transient = F::Tree::is_transient(&error);
-        let error = Arc::new(TreeError::Store(error));
-        let deadline = Instant::now() + self.config.recovery_wait;
-        let mut pause = 0u32;
-        loop {
-            let found = forest::landed(&self.forest.store, plan).await;
-            if pause > 0 && found.is_ok() {
-                Counters::add(&self.counters.recovered, 1);
-            }
-            match found {
-                Ok(Some(true)) => return Ok(()),
-                Ok(Some(false)) => return Err(Failure::NotApplied(error)),
-                Ok(None) => return Err(Failure::Unknown(error)),
-                Err(e) if transient && F::Tree::is_transient(&e) && Instant::now() < deadline => {
-                    recovery_pause(&mut pause, deadline).await;
-                }
-                Err(_) => return Err(Failure::Unknown(error)),
-            }
-        }
-    }
-
-    /// Writes `group` on the committed trees now, retrying lost races
-    /// (after a few, a group of one tree under its namespace's write lock)
-    /// and, for up to [`WriterConfig::recovery_wait`]
-    /// (crate::WriterConfig::recovery_wait), a store out of reach; and
-    /// answers it.
-    pub(super) async fn write_now(&self, group: Vec<Pending<F::Tree, F::Error>>) {
-        let max_attempts = self.forest.max_attempts;
-        let prove = group.iter().any(|p| p.prove.is_some());
-        let deadline = Instant::now() + self.config.recovery_wait;
-        let mut pause = 0u32;
-        let mut group = group;
-        let mut attempt = 0;
-        while attempt < max_attempts {
-            Span::current().record("attempts", attempt.saturating_add(1));
-            if attempt >= EXCLUSIVE_AFTER && !prove {
-                match self.write_locked(group).await {
-                    Ok(()) => return,
-                    Err(back) => group = back,
-                }
-            }
-            let planned = match self.plan(&group, None, false).await {
-                Planning::Ready(planned) => planned,
-                Planning::Retry => {
-                    Counters::add(&self.counters.lost_races, 1);
-                    backoff(attempt).await;
-                    attempt += 1;
-                    continue;
-                }
-                Planning::Failed(Failure::NotApplied(e))
-                    if Self::transient(&e) && Instant::now() < deadline =>
-                {
-                    // Out of reach: wait for the store, not an attempt.
-                    recovery_pause(&mut pause, deadline).await;
-                    continue;
-                }
-                Planning::Failed(failure) => return self.fail(group, &failure),
-            };
-            match forest::commit(&self.forest.store, &planned.plan).await {
-                Ok(ForestCommit::Committed) => return self.committed(group, &planned.plan),
-                Ok(ForestCommit::RootMoved { .. }) => {
-                    Counters::add(&self.counters.lost_races, 1);
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-                Err(e) => match self.landed(e, &planned.plan).await {
-                    Ok(()) => return self.committed(group, &planned.plan),
-                    Err(Failure::NotApplied(e))
-                        if Self::transient(&e) && Instant::now() < deadline =>
-                    {
-                        recovery_pause(&mut pause, deadline).await;
-                    }
-                    Err(failure) => return self.fail(group, &failure),
-                },
-            }
-        }
-        let contention = TreeError::Contention {
-            attempts: max_attempts,
-        };
-        self.fail(group, &Failure::NotApplied(Arc::new(contention)));
-    }
-
-    /// The group under its tree's namespace write lock, when it writes one
-    /// tree with no parent; gives the group back otherwise, or when the
-    /// store has no such lock. If the group as a whole now overflows
-    /// (another process wrote meanwhile), each submission is written alone
-    /// under the lock, with its own answer.
-    async fn write_locked(
+    /// Writes `group` through the engine's loop and answers it: `first`,
+    /// when given, is the group's attempt so far (planned ahead, or
+    /// committed), judged before any new one. True when `first` landed.
+    pub(super) async fn write_now(
         &self,
         group: Vec<Pending<F::Tree, F::Error>>,
-    ) -> Result<(), Vec<Pending<F::Tree, F::Error>>> {
-        let Some(entry) = group
-            .first()
-            .and_then(|p| p.writes.first())
-            .map(|(e, _)| e.clone())
-        else {
-            return Err(group);
+        first: Option<Ending<F::Tree, F::Error>>,
+    ) -> bool {
+        let writes: Vec<&Writes<F::Tree>> = group.iter().map(|p| &p.writes).collect();
+        let job = Job {
+            kind: L::KIND,
+            group: &writes,
+            want: Self::want(&group, false),
+            policy: Policy {
+                max_attempts: self.forest.max_attempts,
+                recovery_wait: self.config.recovery_wait,
+            },
+            progress: &self.forest.progress,
+            tuning: self.forest.tuning,
         };
-        let one_tree = entry.parent.is_none()
-            && group
-                .iter()
-                .all(|p| p.writes.iter().all(|(e, _)| e.id == entry.id));
-        if !one_tree {
-            return Err(group);
-        }
-        let batch_of = |p: &Pending<F::Tree, F::Error>| -> Vec<(Key, Leaf)> {
-            p.writes
-                .iter()
-                .flat_map(|(_, b)| b.iter().cloned())
-                .collect()
-        };
-        let batch: Vec<(Key, Leaf)> = group.iter().flat_map(batch_of).collect();
-        let store = &entry.store;
-        let leaves = batch.len();
-        let answer = |root: ComputedNode| {
-            vec![crate::tree::writer::TreeRoot {
-                name: entry.name.clone(),
-                root,
-            }]
-        };
-        match store.write_locked(L::KIND, &batch).await {
-            Ok(None) => Err(group),
-            Ok(Some(root)) => {
-                self.counters.group(leaves, 1);
-                Span::current().record("outcome", "ok");
-                for pending in group {
-                    self.acknowledge(pending, answer(root), None, leaves);
-                }
-                Ok(())
+        let written = engine::write(&self.forest.store, &job, first, &*self.counters).await;
+        drop(writes);
+        match written {
+            Ok(landed) => {
+                self.committed(group, &landed.plan);
+                landed.first
             }
-            Err(e) if e.is_overflow() => {
-                self.counters.group(leaves, 1);
-                for pending in group {
-                    match store.write_locked(L::KIND, &batch_of(&pending)).await {
-                        Ok(Some(root)) => self.acknowledge(pending, answer(root), None, leaves),
-                        Err(TreeError::Plan(e)) => self.reject(pending, e),
-                        Ok(None) => self.fail(vec![pending], &Failure::unsupported()),
-                        Err(e) => self.fail(vec![pending], &Failure::NotApplied(Arc::new(e))),
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.fail(group, &Failure::NotApplied(Arc::new(e)));
-                Ok(())
+            Err(failure) => {
+                self.fail(group, failure);
+                false
             }
         }
     }
 }
 
-/// Waits before asking a store out of reach again: 50 ms, doubling up to
-/// 1 s, never past `deadline`; `pause` counts the waits.
-async fn recovery_pause(pause: &mut u32, deadline: Instant) {
-    let wait = Duration::from_millis(50u64 << (*pause).min(4)).min(Duration::from_secs(1));
-    *pause = pause.saturating_add(1);
-    let left = deadline.saturating_duration_since(Instant::now());
-    tokio::time::sleep(wait.min(left)).await;
+/// A writer's counts of what its groups' writes met.
+impl Tally for Counters {
+    fn lost_race(&self) {
+        Counters::add(&self.lost_races, 1);
+    }
+
+    fn recovered(&self) {
+        Counters::add(&self.recovered, 1);
+    }
+
+    fn planned(&self, took: Duration) {
+        Counters::add_time(&self.planning, took);
+    }
+
+    fn committed(&self, took: Duration) {
+        Counters::add_time(&self.committing, took);
+    }
 }

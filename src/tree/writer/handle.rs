@@ -19,8 +19,9 @@ use crate::key::Key;
 use crate::layout::Layout;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::store::{ForestStore, OneTree, TreeStore};
-use crate::tree::forest::{Entry, Forest, Writes};
+use crate::store::{ForestStore, TreeStore, Writable};
+use crate::tree::engine::{Entry, Writes};
+use crate::tree::forest::Forest;
 use crate::tree::handle::Tree;
 
 /// What an acknowledged submission to a [`Writer`] gets: its leaves are
@@ -339,7 +340,7 @@ where
     /// task on the current Tokio runtime (call from inside one: like
     /// `tokio::spawn`, it panics outside a runtime).
     pub fn writer(&self, config: WriterConfig) -> ForestWriter<S, L> {
-        let task = Task::new(self.clone(), config, false);
+        let task = Task::new(self.clone(), config);
         ForestWriter {
             forest: self.clone(),
             shared: Shared::start(task, &config),
@@ -451,7 +452,7 @@ impl<S: ForestStore + Clone, L: Layout> ForestWriter<S, L> {
 /// race optimistically like any two writers).
 pub struct Writer<S: TreeStore, L> {
     entry: Arc<Entry<S>>,
-    shared: Arc<Shared<S, S::Error>>,
+    shared: Arc<Shared<S, <S as TreeStore>::Error>>,
     layout: PhantomData<fn() -> L>,
 }
 
@@ -475,18 +476,21 @@ impl<S: TreeStore, L> std::fmt::Debug for Writer<S, L> {
 
 impl<S, L> Tree<S, L>
 where
-    S: TreeStore + Clone + 'static,
+    S: Writable + 'static,
     L: Layout + Send + Sync + 'static,
 {
     /// A coalescing [`Writer`] for this tree, with its own task on the
     /// current Tokio runtime (call from inside one: like `tokio::spawn`, it
-    /// panics outside a runtime).
+    /// panics outside a runtime). Its groups report progress to this
+    /// tree's sink and remember the nodes they write in this tree's handle.
     pub fn writer(&self, config: WriterConfig) -> Writer<S, L> {
-        let forest =
-            Forest::<_, L>::new(OneTree(self.store.clone())).with_max_attempts(self.max_attempts);
+        let mut forest = Forest::<S::Forest, L>::new(self.store.forest().clone())
+            .with_max_attempts(self.max_attempts)
+            .with_progress(self.progress.clone());
+        forest.tuning = self.tuning;
         let name = self.store.namespace().unwrap_or("default");
-        let entry = forest.registry.one(name, self.store.clone());
-        let task = Task::new(forest, config, true);
+        let entry = Entry::alone(name, self.store.clone());
+        let task = Task::new(forest, config);
         Writer {
             entry,
             shared: Shared::start(task, &config),

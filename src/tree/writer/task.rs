@@ -12,37 +12,24 @@ use tokio::task::{JoinError, JoinHandle};
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use super::answer::Failure;
 use super::config::{Counters, WriterConfig};
 use super::handle::Pending;
 use crate::descent;
 use crate::layout::Layout;
 use crate::store::{ForestCommit, ForestStore, TreeStore};
-use crate::tree::forest::{Forest, GroupPlan};
+use crate::tree::engine::{Ending, GroupPlan};
+use crate::tree::forest::Forest;
 
 /// The writer's task.
 pub(crate) struct Task<F: ForestStore, L> {
     pub(super) forest: Forest<F, L>,
     pub(super) config: WriterConfig,
     pub(super) counters: Arc<Counters>,
-    /// True for a one-tree writer: its store handle is the caller's, whose
-    /// reads gain from the nodes a commit wrote (a forest's handles are
-    /// the writer's own, which reads none of them).
-    pub(super) remember: bool,
 }
 
 /// A group's write, planned: the descents' result over the trees read.
 pub(super) struct Planned<T> {
     pub plan: GroupPlan<T>,
-}
-
-/// Planning a group.
-pub(super) enum Planning<T, E: std::error::Error + 'static> {
-    Ready(Planned<T>),
-    /// The read raced another writer (or, on planned trees, met anything
-    /// unexpected): plan again on the committed trees.
-    Retry,
-    Failed(Failure<E>),
 }
 
 /// A group whose commit runs on its own task.
@@ -60,13 +47,12 @@ where
     F::Tree: TreeStore<Error = F::Error> + Clone + 'static,
     L: Layout + Send + Sync + 'static,
 {
-    /// A task writing `forest`'s trees (`remember`: see the field).
-    pub(crate) fn new(forest: Forest<F, L>, config: WriterConfig, remember: bool) -> Self {
+    /// A task writing `forest`'s trees.
+    pub(crate) fn new(forest: Forest<F, L>, config: WriterConfig) -> Self {
         Task {
             forest,
             config,
             counters: Arc::default(),
-            remember,
         }
     }
 
@@ -125,12 +111,15 @@ where
                     let joined = (&mut f.commit).await.map_err(Panicked::from);
                     Counters::time(&self.counters.waiting, waited);
                     match (joined, ahead) {
-                        (Ok(Ok(ForestCommit::Committed)), Planning::Ready(planned)) => {
+                        (Ok(Ok(ForestCommit::Committed)), Ok(planned)) => {
                             landed = Some(f);
                             Some(planned)
                         }
                         (joined, ahead) => match (self.complete_in_span(f, joined).await, ahead) {
-                            (true, Planning::Ready(planned)) => Some(planned),
+                            (true, Ok(planned)) => Some(planned),
+                            // Planned on a group that did not land as
+                            // planned, or not at all: plan again on the
+                            // committed trees.
                             _ => None,
                         },
                     }
@@ -148,20 +137,12 @@ where
                     .instrument(span.clone())
                     .await
                 {
-                    Planning::Ready(planned) => planned,
-                    Planning::Retry => {
-                        self.write_now(group).instrument(span).await;
-                        continue;
-                    }
-                    // The store out of reach: written once it answers.
-                    Planning::Failed(super::answer::Failure::NotApplied(e))
-                        if Self::transient(&e) =>
-                    {
-                        self.write_now(group).instrument(span).await;
-                        continue;
-                    }
-                    Planning::Failed(failure) => {
-                        span.in_scope(|| self.fail(group, &failure));
+                    Ok(planned) => planned,
+                    // The engine judges it: a lost race or a store out of
+                    // reach is written again, anything else fails.
+                    Err(unplanned) => {
+                        let first = Some(Ending::Unplanned(unplanned));
+                        self.write_now(group, first).instrument(span).await;
                         continue;
                     }
                 },

@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::entry::{Entry, TreeId};
 use crate::descent::{self, NodeCache, TreeItems, UpdateBatch};
 use crate::error::{PlanError, SumOverflow};
 use crate::key::Key;
@@ -15,9 +16,8 @@ use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::store::hashing;
-use crate::tree::forest::registry::{Entry, TreeId};
 use crate::tree::walk;
-use crate::{LinkSum, NestedLevel, NestedProof};
+use crate::{LinkSum, NestedLevel, NestedProof, UpdateProof};
 
 /// One submission's writes, by tree, each tree once, in the order named.
 pub(crate) type Writes<T> = Vec<(Arc<Entry<T>>, Vec<(Key, Leaf)>)>;
@@ -42,6 +42,23 @@ pub(crate) struct TreePlan<T> {
     pub update: Arc<UpdateBatch>,
     /// The nodes read for it and, with an overlay, the nodes it wrote.
     pub nodes: NodeCache,
+    /// With [`Want::update_proofs`]: the proof of its update, from the
+    /// nodes it was planned on (its old leaves under its old root).
+    pub proof: Option<UpdateProof>,
+}
+
+/// What a group's plan keeps beyond each tree's update.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Want {
+    /// Admit each submission alone before planning (several submissions:
+    /// one that overflows a tree is rejected, the rest go on).
+    pub admit_each: bool,
+    /// Keep each tree's written nodes beside the ones read: for proofs at
+    /// the new roots (nested proofs) and for a next group planned on this
+    /// one before it commits.
+    pub overlay: bool,
+    /// Prove each tree's update from the nodes read ([`UpdateProof`]).
+    pub update_proofs: bool,
 }
 
 /// A planned group.
@@ -105,11 +122,9 @@ pub(crate) fn group_keys<T>(
 }
 
 /// Plans `group` (each submission's writes) over `reads` (every tree of
-/// `order`, the group's closure): with `admit`, each submission is first
-/// admitted in order through every chain it touches ([`admit`]); then one
-/// descent per tree, children first. With `overlay`, each tree's plan
-/// keeps the nodes it wrote beside the ones read (for proofs at the new
-/// roots and for a next group planned on this one).
+/// `order`, the group's closure) as `want` asks: with `admit_each`, each
+/// submission is first admitted in order through every chain it touches
+/// ([`admit`]); then one descent per tree, children first.
 ///
 /// A lone submission that overflows any tree is answered as rejected with
 /// every tree's update a no-op.
@@ -118,53 +133,57 @@ pub(crate) fn plan_group<T>(
     group: &[&Writes<T>],
     mut reads: Reads,
     order: &[Arc<Entry<T>>],
-    admit_each: bool,
-    overlay: bool,
+    want: Want,
 ) -> Result<GroupPlan<T>, PlanError> {
-    let rejected = if admit_each {
+    let rejected = if want.admit_each {
         admit(group, &reads)?
     } else {
         Vec::new()
     };
-    let mut direct: HashMap<TreeId, Vec<(Key, Leaf)>> = HashMap::new();
+    // Each tree's writes, borrowed from the submissions, in order.
+    let mut direct: HashMap<TreeId, Vec<&[(Key, Leaf)]>> = HashMap::new();
     for (index, writes) in group.iter().enumerate() {
         if rejected.iter().any(|(r, _)| *r == index) {
             continue;
         }
         for (entry, batch) in writes.iter() {
-            direct
-                .entry(entry.id)
-                .or_default()
-                .extend(batch.iter().cloned());
+            direct.entry(entry.id).or_default().push(batch);
         }
     }
     let roots: HashMap<TreeId, ComputedNode> = reads.iter().map(|(id, r)| (*id, r.root)).collect();
+    // Each parent's leaves for its children planned so far.
     let mut derived: HashMap<TreeId, Vec<(Key, Leaf)>> = HashMap::new();
     let mut trees = Vec::with_capacity(order.len());
     // One level of the links at a time (children before parents): each
     // level's trees planned together.
     for level in order.chunk_by(|a, b| a.level == b.level) {
-        let batches: Vec<Vec<(Key, Leaf)>> = level
+        let written: Vec<Vec<&[(Key, Leaf)]>> = level
             .iter()
-            .map(|entry| {
-                let mut batch = direct.remove(&entry.id).unwrap_or_default();
-                batch.extend(derived.remove(&entry.id).unwrap_or_default());
-                batch
-            })
+            .map(|entry| direct.remove(&entry.id).unwrap_or_default())
             .collect();
+        let children: Vec<Vec<(Key, Leaf)>> = level
+            .iter()
+            .map(|entry| derived.remove(&entry.id).unwrap_or_default())
+            .collect();
+        let pairs = |i: usize| {
+            written[i]
+                .iter()
+                .flat_map(|batch| batch.iter())
+                .chain(children[i].iter())
+        };
         let mut items = Vec::with_capacity(level.len());
-        for (entry, batch) in level.iter().zip(&batches) {
+        for (i, entry) in level.iter().enumerate() {
             let read = reads.get(&entry.id).ok_or(unread(entry))?;
             items.push(TreeItems {
                 source: &read.nodes,
                 root: read.root,
-                items: descent::prepare(batch),
+                items: descent::prepare_pairs(pairs(i)),
             });
         }
         let total = items.iter().map(|t| t.items.len()).sum();
         let planned = hashing(total, || descent::plan_trees(kind, &items));
         drop(items);
-        for (entry, planned) in level.iter().zip(planned) {
+        for (i, (entry, planned)) in level.iter().zip(planned).enumerate() {
             let update = match planned {
                 Ok(update) => update,
                 Err(e @ PlanError::Overflow(_)) if group.len() == 1 => {
@@ -182,20 +201,28 @@ pub(crate) fn plan_group<T>(
                 }
                 Err(e) => return Err(e),
             };
-            let TreeRead { mut nodes, .. } = reads.remove(&entry.id).ok_or(unread(entry))?;
+            let TreeRead { mut nodes, root } = reads.remove(&entry.id).ok_or(unread(entry))?;
             if let Some((parent, key, sum)) = &entry.parent {
                 derived
                     .entry(parent.id)
                     .or_default()
                     .push((*key, sum.leaf(&update.new_root)));
             }
-            if overlay {
+            let proof = want
+                .update_proofs
+                .then(|| {
+                    let batch: Vec<(Key, Leaf)> = pairs(i).cloned().collect();
+                    UpdateProof::from_source(&nodes, &root, &batch)
+                })
+                .transpose()?;
+            if want.overlay {
                 nodes.extend(update.inserts.iter().map(|(_, h, n)| (*h, n.clone())));
             }
             trees.push(TreePlan {
                 entry: entry.clone(),
                 update: Arc::new(update),
                 nodes,
+                proof,
             });
         }
     }
@@ -218,6 +245,7 @@ fn noop<T>(entry: &Arc<Entry<T>>, root: ComputedNode) -> TreePlan<T> {
         entry: entry.clone(),
         update: Arc::new(UpdateBatch::noop(root)),
         nodes: NodeCache::new(),
+        proof: None,
     }
 }
 
