@@ -123,6 +123,11 @@ pub trait Dialect: Connection + Sized + 'static {
     const MIGRATIONS: &'static [Migration];
     /// The statement creating the migration ledger if missing.
     const LEDGER: &'static str;
+    /// A query returning one row `(1)` when the ledger has its `checksum`
+    /// column (ledgers of releases before checksums have none).
+    const HAS_CHECKSUMS: &'static str;
+    /// The statement adding the `checksum` column to a ledger without one.
+    const LEDGER_CHECKSUMS: &'static str;
     /// The statement beginning a write transaction (`None`: plain `BEGIN`).
     const BEGIN_WRITE: Option<&'static str>;
     /// Whether writes in a caller's transaction run under a savepoint.

@@ -162,8 +162,10 @@ impl<C: Dialect> SqlStore<C> {
     /// safe to run from several processes at once; tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations. Each version's DDL runs once, in its own transaction
-    /// with its ledger entry; a database at a newer version than this
-    /// crate knows is refused ([`SqlStoreError::SchemaTooNew`]).
+    /// with its ledger entry and checksum; a database at a newer version
+    /// than this crate knows is refused ([`SqlStoreError::SchemaTooNew`]),
+    /// and so is one whose recorded checksum of a version is not this
+    /// crate's ([`SqlStoreError::MigrationChanged`]).
     pub async fn migrate(&self) -> Res<()> {
         self.migrate_with_progress(&ProgressSink::default()).await
     }

@@ -9,6 +9,7 @@ use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::handle::SqlStore;
 use super::ops::version_from_sql;
+use super::schema;
 use super::space::decode_root;
 use crate::node::ComputedNode;
 use crate::strata::StratumHeight;
@@ -56,6 +57,13 @@ type ListingRow = (String, i64, Option<Vec<u8>>, Option<i64>, i64, i64);
 impl<C: Dialect> SqlStore<C> {
     /// The database's schema against this crate's, read without writing
     /// (works on a read-only connection).
+    ///
+    /// A version applied with other SQL than this crate's (its recorded
+    /// checksum differs) fails with [`SqlStoreError::MigrationChanged`],
+    /// as [`migrate`](SqlStore::migrate) does; a database at a newer
+    /// version is [`SchemaState::Newer`] without that check. A ledger
+    /// written before checksums has none to compare (the next migrate
+    /// records them).
     pub async fn schema_state(&self) -> Res<SchemaState> {
         let mut conn = self.pool.acquire().await?;
         let ledger: Option<(i64,)> =
@@ -70,12 +78,18 @@ impl<C: Dialect> SqlStore<C> {
         )
         .await?;
         let supported = C::MIGRATIONS.last().map_or(0, |m| m.0);
-        Ok(match newest.and_then(|(v,)| v) {
+        let state = match newest.and_then(|(v,)| v) {
             None => SchemaState::Missing,
             Some(found) if found < supported => SchemaState::Older { found },
             Some(found) if found > supported => SchemaState::Newer { found },
             Some(_) => SchemaState::Current,
-        })
+        };
+        if matches!(state, SchemaState::Older { .. } | SchemaState::Current)
+            && schema::has_checksums(&mut *conn).await?
+        {
+            schema::verify::<C>(&schema::ledger(&mut *conn).await?)?;
+        }
+        Ok(state)
     }
 
     /// Every namespace of the database, by name. Reads only.

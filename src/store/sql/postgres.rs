@@ -21,7 +21,9 @@
 //!   savepoints are not safe to cancel; see `write_commits`); the advisory
 //!   lock is held until the caller's transaction ends.
 //! * The schema is versioned ([`PostgresStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened.
+//!   by an earlier schema of this release line is upgraded when opened, and
+//!   one whose applied migrations differ from this crate's is refused
+//!   (checked migrations: `schema.rs`).
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgConnection, SqlStr};
@@ -180,8 +182,15 @@ impl Dialect for PgConnection {
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,
                     description TEXT NOT NULL,
-                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                    checksum BYTEA
                 )";
+    /// The ledger the session's `search_path` finds, as [`HAS_LEDGER`](Dialect::HAS_LEDGER).
+    const HAS_CHECKSUMS: &'static str = "SELECT CAST(1 AS BIGINT) FROM pg_attribute \
+         WHERE attrelid = to_regclass('ms_smt_migrations') AND attname = 'checksum' \
+         AND NOT attisdropped";
+    const LEDGER_CHECKSUMS: &'static str =
+        "ALTER TABLE ms_smt_migrations ADD COLUMN checksum BYTEA";
     const BEGIN_WRITE: Option<&'static str> = None;
     /// sqlx's savepoints are not safe to cancel (see [`write_commits`](Dialect::write_commits)).
     const SAVEPOINTS: bool = false;

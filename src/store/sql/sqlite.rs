@@ -22,7 +22,9 @@
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
 //! * The schema is versioned ([`SqliteStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened.
+//!   by an earlier schema of this release line is upgraded when opened, and
+//!   one whose applied migrations differ from this crate's is refused
+//!   (checked migrations: `schema.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -238,8 +240,12 @@ impl Dialect for SqliteConnection {
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version INTEGER PRIMARY KEY NOT NULL,
                     description TEXT NOT NULL,
-                    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+                    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+                    checksum BLOB
                 )";
+    const HAS_CHECKSUMS: &'static str = "SELECT CAST(1 AS BIGINT) \
+         FROM pragma_table_info('ms_smt_migrations') WHERE name = 'checksum'";
+    const LEDGER_CHECKSUMS: &'static str = "ALTER TABLE ms_smt_migrations ADD COLUMN checksum BLOB";
     /// Takes the write lock up front, so concurrent writers wait (busy
     /// timeout) instead of failing with "database is locked".
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
