@@ -85,8 +85,9 @@ pub enum SqlStoreError {
         /// How long the read waited.
         waited: std::time::Duration,
     },
-    /// A Postgres server did not answer a round trip within the reply wait
-    /// ([`set_postgres_reply_wait`](crate::store::set_postgres_reply_wait)):
+    /// A Postgres server did not answer a round trip within the handle's
+    /// reply wait ([`PostgresStore::with_reply_wait`](crate::store::PostgresStore::with_reply_wait),
+    /// by default [`set_postgres_reply_wait`](crate::store::set_postgres_reply_wait)'s):
     /// stopped, frozen or cut off. The connection was closed; whether a
     /// `COMMIT` that got no reply was applied must be read from the
     /// database.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::SqlSafeStr;
 use tokio::sync::Mutex;
 
-use super::dialect::{Dialect, begin_write};
+use super::dialect::{Dialect, begin_write_by};
 use super::error::{Res, SqlStoreError};
 use super::journal;
 use super::ops;
@@ -131,7 +131,7 @@ impl<C: Dialect> SqlStore<C> {
     fn with_space(&self, name: &str, height: StratumHeight, recent: usize) -> Self {
         SqlStore {
             pool: self.pool.clone(),
-            space: NamespaceState::new(name, height, recent),
+            space: NamespaceState::waiting(name, height, recent, self.space.reply_wait),
             jit_off: self.jit_off,
         }
     }
@@ -173,7 +173,7 @@ impl<C: Dialect> SqlStore<C> {
     /// [`migrate`](Self::migrate), reporting the versions applied to
     /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
     pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
-        super::schema::migrate::<C>(&self.pool, progress).await
+        super::schema::migrate::<C>(&self.pool, self.space.reply_wait, progress).await
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -259,11 +259,12 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         }
         // The guard lasts for a read transaction of its own.
         self.space.counters.round_trip(1);
+        let wait = self.space.reply_wait;
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         let nodes = reads::paths_on(&mut *tx, &self.space, at, starts, siblings, true).await?;
         self.space.counters.round_trip(1);
-        C::bounded(tx.rollback()).await?;
+        C::bounded_by(wait, tx.rollback()).await?;
         conn.release();
         Ok(nodes)
     }
@@ -299,17 +300,17 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         detached_store(move |caller_gone| async move {
             space.counters.round_trip(1);
             let mut conn = TxConnection::acquire(&pool).await?;
-            let mut tx = begin_write(conn.conn()).await?;
+            let mut tx = begin_write_by(conn.conn(), space.reply_wait).await?;
             space.fail("begin")?;
             let outcome = ops::commit_on(&mut *tx, &space, &batch).await?;
             space.counters.round_trip(1);
             match outcome {
                 CommitOutcome::Committed if !caller_gone.get() => {
                     space.fail("before_commit")?;
-                    C::bounded(tx.commit()).await?;
+                    C::bounded_by(space.reply_wait, tx.commit()).await?;
                     space.fail("after_commit")?;
                 }
-                _ => C::bounded(tx.rollback()).await?,
+                _ => C::bounded_by(space.reply_wait, tx.rollback()).await?,
             }
             conn.release();
             Ok(outcome)
@@ -346,7 +347,8 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
                 let mut conn = TxConnection::acquire(&pool)
                     .await
                     .map_err(|e| store(e.into()))?;
-                let mut tx = begin_write(conn.conn()).await.map_err(store)?;
+                let wait = space.reply_wait;
+                let mut tx = begin_write_by(conn.conn(), wait).await.map_err(store)?;
                 tx.lock_namespace(&space).await.map_err(TreeError::Store)?;
                 let root = {
                     let locked = SqlTxStore {
@@ -356,9 +358,9 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
                     write_planned(&locked, kind, &batch).await?
                 };
                 if caller_gone.get() {
-                    C::bounded(tx.rollback()).await.map_err(store)?;
+                    C::bounded_by(wait, tx.rollback()).await.map_err(store)?;
                 } else {
-                    C::bounded(tx.commit()).await.map_err(store)?;
+                    C::bounded_by(wait, tx.commit()).await.map_err(store)?;
                 }
                 conn.release();
                 Ok(Some(root))
@@ -372,12 +374,13 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let wait = self.space.reply_wait;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql.into_sql_str(), &[]).await?;
+            tx.execute(wait, sql.into_sql_str(), &[]).await?;
         }
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
-        C::bounded(tx.commit()).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         conn.release();
         Ok(Some(audit.finish()))
     }
@@ -482,12 +485,13 @@ impl<C: Dialect> SqlStore<C> {
         ) -> std::pin::Pin<Box<dyn Future<Output = Res<T>> + Send + 'a>>,
     {
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let wait = self.space.reply_wait;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql.into_sql_str(), &[]).await?;
+            tx.execute(wait, sql.into_sql_str(), &[]).await?;
         }
         let out = work(&mut *tx, &self.space).await?;
-        C::bounded(tx.commit()).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         conn.release();
         Ok(out)
     }

@@ -25,6 +25,8 @@
 //!   one whose applied migrations differ from this crate's is refused
 //!   (checked migrations: `schema.rs`).
 
+use std::time::Duration;
+
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgConnection, SqlStr};
 
@@ -33,7 +35,7 @@ use super::dialect::{
 };
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
-use super::reply_wait::{self, Bounded};
+use super::reply_wait::{Bounded, ReplyWait};
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
@@ -148,6 +150,45 @@ impl PostgresStore {
             .await?;
         Self::opened(pool, true).await
     }
+
+    /// This handle bounding each of its round trips (every statement,
+    /// `BEGIN`, `COMMIT` and `ROLLBACK`) by `wait` for the server's reply
+    /// (`None`: without bound, as sqlx); past it the round trip fails with
+    /// [`SqlStoreError::NoReply`](super::SqlStoreError::NoReply) and the
+    /// connection is closed (see [`set_postgres_reply_wait`] for why).
+    /// Without it a handle follows the process default
+    /// ([`set_postgres_reply_wait`], by default
+    /// [`DEFAULT_POSTGRES_REPLY_WAIT`]), read at each round trip.
+    ///
+    /// Like the other builders it makes a handle of its own (its own
+    /// counters and remembered nodes); its clones, the handles made from it
+    /// with [`open_namespace`](Self::open_namespace), its transactions'
+    /// stores ([`in_transaction`](Self::in_transaction)) and its
+    /// standbys ([`with_standbys`](Self::with_standbys)) share the wait.
+    /// [`connect`](Self::connect) migrates with the process default; a
+    /// handle on [`from_pool`](Self::from_pool) given a wait first migrates
+    /// with it.
+    ///
+    /// [`set_postgres_reply_wait`]: crate::store::set_postgres_reply_wait
+    /// [`DEFAULT_POSTGRES_REPLY_WAIT`]: crate::store::DEFAULT_POSTGRES_REPLY_WAIT
+    pub fn with_reply_wait(self, wait: Option<Duration>) -> Self {
+        SqlStore {
+            space: NamespaceState::waiting(
+                &self.space.name,
+                self.space.height,
+                self.space.recent.capacity(),
+                ReplyWait::Own(wait),
+            ),
+            ..self
+        }
+    }
+
+    /// How long this handle's round trips wait for the server's reply now
+    /// (its own [`with_reply_wait`](Self::with_reply_wait), else the
+    /// process default).
+    pub fn reply_wait(&self) -> Option<Duration> {
+        self.space.reply_wait.get()
+    }
 }
 
 fn height_sql(height: StratumHeight) -> i32 {
@@ -200,27 +241,32 @@ impl Dialect for PgConnection {
     const HAS_LEDGER: &'static str =
         "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
-    fn bounded<F, T>(round_trip: F) -> Bounded<F>
+    fn bounded_by<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
     where
         F: std::future::Future<Output = Result<T, sqlx::Error>>,
     {
-        Bounded::new(round_trip, reply_wait::postgres_reply_wait())
+        Bounded::new(round_trip, wait.get())
     }
 
-    async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
+    async fn execute(&mut self, wait: ReplyWait, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Ok(Self::bounded(query.execute(&mut *self))
+        Ok(Self::bounded_by(wait, query.execute(&mut *self))
             .await?
             .rows_affected())
     }
 
-    async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
+    async fn fetch_all<T: Shared>(
+        &mut self,
+        wait: ReplyWait,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+    ) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Self::bounded(query.fetch_all(&mut *self)).await
+        Self::bounded_by(wait, query.fetch_all(&mut *self)).await
     }
 
-    async fn run_ddl(&mut self, sql: &'static str) -> Res<()> {
-        Self::bounded(Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
+    async fn run_ddl(&mut self, wait: ReplyWait, sql: &'static str) -> Res<()> {
+        Self::bounded_by(wait, Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
         Ok(())
     }
 
@@ -236,12 +282,13 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         if spaces.len() > MAX_NAME_LOCKS {
-            return xact_lock(self, STORE_LOCK).await;
+            return xact_lock(self, first.reply_wait, STORE_LOCK).await;
         }
         // The subquery's rows come in their sorted order, the store lock
         // first, and the locks are taken in that order.
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query(
                 "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
                          ELSE pg_advisory_xact_lock(k) END FROM ( \
@@ -259,8 +306,8 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    async fn lock_migrations(&mut self) -> Res<()> {
-        xact_lock(self, MIGRATION_LOCK).await
+    async fn lock_migrations(&mut self, wait: ReplyWait) -> Res<()> {
+        xact_lock(self, wait, MIGRATION_LOCK).await
     }
 
     async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
@@ -270,7 +317,8 @@ impl Dialect for PgConnection {
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         let heights: Vec<i32> = spaces.iter().map(|s| height_sql(s.height)).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query(
                 "INSERT INTO ms_smt_namespaces (name, height) \
              SELECT * FROM UNNEST($1::text[], $2::int4[]) ORDER BY 1 \
@@ -290,7 +338,8 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query_as(
                 "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
                  (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
@@ -318,7 +367,11 @@ impl Dialect for PgConnection {
     /// savepoint: see [`write_commits`](Dialect::write_commits) for why).
     async fn guard_walk(&mut self, space: &NamespaceState) -> Res<()> {
         space.counters.round_trip(1);
-        Self::bounded(sqlx::query("SET LOCAL jit = off").execute(&mut *self)).await?;
+        Self::bounded_by(
+            space.reply_wait,
+            sqlx::query("SET LOCAL jit = off").execute(&mut *self),
+        )
+        .await?;
         Ok(())
     }
 
@@ -345,7 +398,8 @@ impl Dialect for PgConnection {
             return Ok(out);
         };
         first.space.counters.round_trip(1);
-        let rows = Self::bounded(
+        let rows = Self::bounded_by(
+            first.space.reply_wait,
             sqlx::query(walk_sql())
                 .bind(starts.walk)
                 .bind(starts.ns)
@@ -382,7 +436,8 @@ impl Dialect for PgConnection {
         }
         let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
         first.space.counters.round_trip(1);
-        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
+            first.space.reply_wait,
             sqlx::query_as(READ_ROWS)
                 .bind(index)
                 .bind(ns)
@@ -408,7 +463,8 @@ impl Dialect for PgConnection {
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
         let (paths, depths) = key_arrays(keys.iter());
         space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
+            space.reply_wait,
             sqlx::query_as(READ_ROWS_AT)
                 .bind(info.id)
                 .bind(paths)
@@ -468,7 +524,7 @@ impl Dialect for PgConnection {
             }
         }
         first.space.counters.round_trip(1);
-        Self::bounded(sqlx::query(
+        Self::bounded_by(first.space.reply_wait, sqlx::query(
             "WITH kept AS ( \
                  INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
                  SELECT n.ns, n.path, n.depth, n.version, k.v, n.body \
@@ -543,7 +599,8 @@ impl Dialect for PgConnection {
     /// One statement (see [`write_commits`](Dialect::write_commits) for why).
     async fn clear(&mut self, space: &NamespaceState, state: &NsState) -> Res<()> {
         space.counters.round_trip(1);
-        Self::bounded(
+        Self::bounded_by(
+            space.reply_wait,
             sqlx::query(
                 "WITH kept AS ( \
              INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
@@ -774,8 +831,9 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
 }
 
 /// The exclusive advisory lock `key`, until the transaction ends.
-async fn xact_lock(conn: &mut PgConnection, key: i64) -> Res<()> {
-    PgConnection::bounded(
+async fn xact_lock(conn: &mut PgConnection, wait: ReplyWait, key: i64) -> Res<()> {
+    PgConnection::bounded_by(
+        wait,
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(key)
             .execute(conn),

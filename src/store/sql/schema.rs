@@ -33,8 +33,9 @@ use sqlx::SqlSafeStr;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use super::dialect::{Arg, Dialect, begin_write, fetch_optional};
+use super::dialect::{Arg, Dialect, begin_write_by, fetch_optional};
 use super::error::{Res, SqlStoreError};
+use super::reply_wait::ReplyWait;
 use crate::progress::{ProgressOperation, ProgressSink};
 
 /// A version's checksum: SHA-256 of its SQL text.
@@ -43,10 +44,12 @@ pub(crate) fn checksum(sql: &str) -> [u8; 32] {
 }
 
 /// Creates or upgrades the store's tables on `pool` (see the module docs),
-/// in a `schema_upgrade` span (INFO), reporting the versions applied to
-/// `progress` ([`ProgressOperation::SchemaUpgrade`]).
+/// each round trip bounded by `wait`, in a `schema_upgrade` span (INFO),
+/// reporting the versions applied to `progress`
+/// ([`ProgressOperation::SchemaUpgrade`]).
 pub(crate) async fn migrate<C: Dialect>(
     pool: &sqlx::Pool<C::Database>,
+    wait: ReplyWait,
     progress: &ProgressSink,
 ) -> Res<()> {
     let span = tracing::info_span!(
@@ -58,7 +61,9 @@ pub(crate) async fn migrate<C: Dialect>(
         steps = Empty,
         applied = Empty,
     );
-    let out = upgrade::<C>(pool, progress).instrument(span.clone()).await;
+    let out = upgrade::<C>(pool, wait, progress)
+        .instrument(span.clone())
+        .await;
     let (outcome, error) = match &out {
         Ok(()) => ("ok", None),
         Err(e) => ("error", Some(tracing::field::display(e))),
@@ -68,25 +73,29 @@ pub(crate) async fn migrate<C: Dialect>(
 }
 
 /// [`migrate`], inside its span.
-async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &ProgressSink) -> Res<()> {
+async fn upgrade<C: Dialect>(
+    pool: &sqlx::Pool<C::Database>,
+    wait: ReplyWait,
+    progress: &ProgressSink,
+) -> Res<()> {
     let newest = C::MIGRATIONS.last().map_or(0, |m| m.0);
     let mut conn = pool.acquire().await?;
     let applied: Vec<i64> = {
-        let mut tx = begin_write(&mut *conn).await?;
-        tx.lock_migrations().await?;
-        tx.run_ddl(C::LEDGER).await?;
-        if !has_checksums(&mut *tx).await? {
-            tx.run_ddl(C::LEDGER_CHECKSUMS).await?;
+        let mut tx = begin_write_by(&mut *conn, wait).await?;
+        tx.lock_migrations(wait).await?;
+        tx.run_ddl(wait, C::LEDGER).await?;
+        if !has_checksums(&mut *tx, wait).await? {
+            tx.run_ddl(wait, C::LEDGER_CHECKSUMS).await?;
         }
-        let ledger = ledger(&mut *tx).await?;
+        let ledger = ledger(&mut *tx, wait).await?;
         if let Some(&(found, _)) = ledger.iter().max_by_key(|r| r.0).filter(|r| r.0 > newest) {
             return Err(SqlStoreError::SchemaTooNew {
                 found,
                 supported: newest,
             });
         }
-        settle(&mut *tx, &ledger).await?;
-        C::bounded(tx.commit()).await?;
+        settle(&mut *tx, wait, &ledger).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         ledger.into_iter().map(|(version, _)| version).collect()
     };
     let steps = C::MIGRATIONS
@@ -102,15 +111,16 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
         if applied.contains(version) {
             continue;
         }
-        let mut tx = begin_write(&mut *conn).await?;
-        tx.lock_migrations().await?;
+        let mut tx = begin_write_by(&mut *conn, wait).await?;
+        tx.lock_migrations(wait).await?;
         // Another process may have applied it meanwhile (and checked or
         // recorded the others).
-        let ledger = ledger(&mut *tx).await?;
-        settle(&mut *tx, &ledger).await?;
+        let ledger = ledger(&mut *tx, wait).await?;
+        settle(&mut *tx, wait, &ledger).await?;
         if !ledger.iter().any(|(v, _)| v == version) {
-            tx.run_ddl(sql).await?;
+            tx.run_ddl(wait, sql).await?;
             tx.execute(
+                wait,
                 "INSERT INTO ms_smt_migrations (version, description, checksum) \
                  VALUES ($1, $2, $3)"
                     .into_sql_str(),
@@ -123,7 +133,7 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
             .await?;
             ran = ran.saturating_add(1);
         }
-        C::bounded(tx.commit()).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         tracing::debug!(target: "ms_smt", version = *version, description = *description, "schema version in place");
         meter.add(1);
     }
@@ -137,8 +147,9 @@ async fn upgrade<C: Dialect>(pool: &sqlx::Pool<C::Database>, progress: &Progress
 pub(crate) type LedgerRow = (i64, Option<Vec<u8>>);
 
 /// The ledger's rows, by version (the ledger has its `checksum` column).
-pub(crate) async fn ledger<C: Dialect>(conn: &mut C) -> Res<Vec<LedgerRow>> {
+pub(crate) async fn ledger<C: Dialect>(conn: &mut C, wait: ReplyWait) -> Res<Vec<LedgerRow>> {
     conn.fetch_all(
+        wait,
         "SELECT version, checksum FROM ms_smt_migrations ORDER BY version".into_sql_str(),
         &[],
     )
@@ -146,8 +157,9 @@ pub(crate) async fn ledger<C: Dialect>(conn: &mut C) -> Res<Vec<LedgerRow>> {
 }
 
 /// True when the ledger has its `checksum` column.
-pub(crate) async fn has_checksums<C: Dialect>(conn: &mut C) -> Res<bool> {
-    let found: Option<(i64,)> = fetch_optional(conn, C::HAS_CHECKSUMS.into_sql_str(), &[]).await?;
+pub(crate) async fn has_checksums<C: Dialect>(conn: &mut C, wait: ReplyWait) -> Res<bool> {
+    let found: Option<(i64,)> =
+        fetch_optional(conn, wait, C::HAS_CHECKSUMS.into_sql_str(), &[]).await?;
     Ok(found.is_some())
 }
 
@@ -176,13 +188,14 @@ pub(crate) fn verify<C: Dialect>(ledger: &[LedgerRow]) -> Res<()> {
 /// [`verify`]s `ledger`, then records this crate's checksum for each
 /// version it knows that was recorded without one (trusted: see the
 /// module docs). Inside the migration lock.
-async fn settle<C: Dialect>(conn: &mut C, ledger: &[LedgerRow]) -> Res<()> {
+async fn settle<C: Dialect>(conn: &mut C, wait: ReplyWait, ledger: &[LedgerRow]) -> Res<()> {
     verify::<C>(ledger)?;
     for (version, _) in ledger.iter().filter(|(_, recorded)| recorded.is_none()) {
         let Some((_, _, sql)) = C::MIGRATIONS.iter().find(|m| m.0 == *version) else {
             continue;
         };
         conn.execute(
+            wait,
             "UPDATE ms_smt_migrations SET checksum = $1 WHERE version = $2".into_sql_str(),
             &[Arg::Bytes(&checksum(sql)), Arg::Int(*version)],
         )

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::dialect::{Dialect, begin_write};
+use super::dialect::{Dialect, begin_write_by};
 use super::error::{Res, SqlStoreError};
 use super::space::NamespaceState;
 
@@ -132,12 +132,12 @@ where
     let (pool, space) = (pool.clone(), space.clone());
     detached_store(move |caller_gone| async move {
         let mut conn = TxConnection::acquire(&pool).await?;
-        let mut tx = begin_write(conn.conn()).await?;
+        let mut tx = begin_write_by(conn.conn(), space.reply_wait).await?;
         let out = work(&mut *tx, &space).await?;
         if caller_gone.get() {
-            C::bounded(tx.rollback()).await?;
+            C::bounded_by(space.reply_wait, tx.rollback()).await?;
         } else {
-            C::bounded(tx.commit()).await?;
+            C::bounded_by(space.reply_wait, tx.commit()).await?;
         }
         conn.release();
         Ok(out)
