@@ -6,10 +6,10 @@
 //! CI's build time. Files stay binaries of their own where sharing a
 //! process would change what they test: the failpoints (`faults`, process
 //! wide), the tracing capture (`tracing`, callsite interest is process
-//! wide), the Postgres reply wait (`reply_wait`, a setting of the
-//! process), and the campaigns that re-run their own binary as child writers
+//! wide), and the campaigns that re-run their own binary as child writers
 //! by test name (`crash`, `crash_writer`, `crash_forest`, `contention`,
-//! `io_faults`).
+//! `io_faults`). The Postgres reply wait (`reply_wait`) is a value on each
+//! handle, so its tests run here.
 
 mod support;
 
@@ -35,6 +35,7 @@ mod progress;
 mod proof_mutations;
 mod properties;
 mod recovery;
+mod reply_wait;
 mod schema;
 mod spec_examples;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]

@@ -1,8 +1,8 @@
-//! The Postgres reply wait (`set_postgres_reply_wait`) against a server
-//! that stops answering without closing its connections (its processes
-//! stopped, as `SIGSTOP` or a frozen VM leaves them; the kernel still
-//! answers TCP): the store connects through a proxy (`support/proxy.rs`)
-//! that holds every byte while frozen.
+//! The Postgres reply wait (`PostgresStore::with_reply_wait`) against a
+//! server that stops answering without closing its connections (its
+//! processes stopped, as `SIGSTOP` or a frozen VM leaves them; the kernel
+//! still answers TCP): the store connects through a proxy
+//! (`support/proxy.rs`, one per test) that holds every byte while frozen.
 //!
 //! * `a_frozen_server_is_answered_in_bounded_time`: with a 2 s wait, a
 //!   read in a host's transaction on the frozen server fails with
@@ -13,19 +13,26 @@
 //!   submission is answered, none with an error, it writes after the
 //!   thaw, every acknowledged leaf is in the tree and the tree audits
 //!   clean.
+//! * `handles_wait_differently`: three handles of one process on one
+//!   frozen server, with waits of 1 s, 3 s and none: the first two fail
+//!   with `NoReply` naming their own wait, the third still waits and
+//!   answers after the thaw; clones and `open_namespace` handles share
+//!   their handle's wait.
 //!
-//! A binary of its own: the wait is a setting of the whole process, and
-//! 2 s would fail slow statements of other tests.
+//! The wait is a value on each handle, so these run in the suite beside
+//! tests whose statements a short wait would fail; neither sets the
+//! process default.
 #![cfg(feature = "postgres")]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ms_smt::store::{PostgresStore, SqlStoreError, set_postgres_reply_wait};
-use ms_smt::{CompactedTree, Leaf, TreeError, WriterConfig};
+use ms_smt::store::{PostgresStore, SqlStoreError, postgres_reply_wait};
+use ms_smt::{CompactedTree, Key, Leaf, TreeError, WriterConfig};
+use sqlx::PgConnection;
 use sqlx::postgres::PgPoolOptions;
 use support::proxy::{Gate, through_proxy};
 use support::submitters::{assert_all_there, assert_no_errors, direct_tree, submit_until};
@@ -39,7 +46,6 @@ async fn a_frozen_server_is_answered_in_bounded_time() {
     let Some(url) = pg_url(test) else {
         return;
     };
-    set_postgres_reply_wait(Some(WAIT));
     let (proxy, proxied) = through_proxy(&url).await;
     // Checkouts bounded too: a new connection to the frozen server waits
     // in its startup exchange, which the pool's acquire timeout bounds.
@@ -50,7 +56,7 @@ async fn a_frozen_server_is_answered_in_bounded_time() {
         .await
         .expect("connect through the proxy");
     let ns = unique(test);
-    let store = PostgresStore::from_pool(pool.clone(), &ns);
+    let store = PostgresStore::from_pool(pool.clone(), &ns).with_reply_wait(Some(WAIT));
     store.migrate().await.expect("migrate");
     let tree = CompactedTree::new(store);
     let before = [(hkey(test, u64::MAX), Leaf::new(vec![7], 7))];
@@ -132,4 +138,98 @@ async fn a_frozen_server_is_answered_in_bounded_time() {
     let direct = direct_tree(&url, &ns).await;
     assert_all_there(&direct, &acked).await;
     assert_all_there(&direct, &[before[0].clone(), after]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_wait_differently() {
+    let test = "handles_wait_differently";
+    let Some(url) = pg_url(test) else {
+        return;
+    };
+    let (short, long) = (Duration::from_secs(1), Duration::from_secs(3));
+    let (proxy, proxied) = through_proxy(&url).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&proxied)
+        .await
+        .expect("connect through the proxy");
+    let ns = unique(test);
+    let plain = PostgresStore::from_pool(pool.clone(), &ns);
+    assert_eq!(
+        plain.reply_wait(),
+        postgres_reply_wait(),
+        "a handle without a wait of its own follows the process default"
+    );
+    let a = plain.clone().with_reply_wait(Some(short));
+    let b = plain.clone().with_reply_wait(Some(long));
+    let c = plain.with_reply_wait(None);
+    assert_eq!(a.clone().reply_wait(), Some(short), "a clone shares it");
+    assert_eq!(
+        a.open_namespace("other").reply_wait(),
+        Some(short),
+        "open_namespace shares it"
+    );
+    assert_eq!(b.reply_wait(), Some(long));
+    assert_eq!(c.reply_wait(), None);
+    a.migrate().await.expect("migrate");
+    let key = hkey(test, 1);
+    let leaf = Leaf::new(vec![1], 1);
+    CompactedTree::new(a.clone())
+        .insert_many([(key, leaf.clone())])
+        .await
+        .expect("insert");
+
+    // A host transaction per handle, open before the freeze: each read
+    // goes to the frozen server on the connection it holds.
+    let (mut host_a, mut host_b) = (
+        pool.begin().await.expect("host a"),
+        pool.begin().await.expect("host b"),
+    );
+    let mut host_c = pool.begin().await.expect("host c");
+    proxy.set(Gate::Frozen);
+    let started = Instant::now();
+    let unbounded = tokio::spawn(async move { read_in(&c, &mut host_c, &key, started).await.0 });
+    let ((got_a, took_a), (got_b, took_b)) = tokio::join!(
+        read_in(&a, &mut host_a, &key, started),
+        read_in(&b, &mut host_b, &key, started)
+    );
+    for (what, got, took, wait) in [("a", got_a, took_a, short), ("b", got_b, took_b, long)] {
+        match got {
+            Err(TreeError::Store(SqlStoreError::NoReply { waited })) => {
+                assert_eq!(waited, wait, "{what}: the handle's own wait");
+            }
+            other => panic!("{what}: a read on the frozen server answered {other:?}"),
+        }
+        assert!(
+            took >= wait,
+            "{what}: failed after {took:?}, before its wait"
+        );
+        // A wide margin for a loaded machine.
+        assert!(took < wait * 5, "{what}: waited {took:?}");
+    }
+    assert!(
+        !unbounded.is_finished(),
+        "the handle without a bound answered while the server was frozen"
+    );
+    drop((host_a, host_b));
+    proxy.set(Gate::Open);
+    let got = tokio::time::timeout(Duration::from_secs(60), unbounded)
+        .await
+        .expect("the unbounded read answers after the thaw")
+        .expect("task");
+    assert_eq!(got.expect("the unbounded read"), leaf);
+}
+
+/// `key` read through `store` in the host's transaction on `host`, and
+/// how long since `started` it answered.
+async fn read_in(
+    store: &PostgresStore,
+    host: &mut PgConnection,
+    key: &Key,
+    started: Instant,
+) -> (Result<Leaf, TreeError<SqlStoreError>>, Duration) {
+    let got = CompactedTree::new(store.in_transaction(host))
+        .get(key)
+        .await;
+    (got, started.elapsed())
 }

@@ -10,6 +10,18 @@
 //!   writes and pins as before.
 //! * `newer_schema_is_refused`: a ledger entry newer than this crate knows
 //!   fails the open with `SqlStoreError::SchemaTooNew`, nothing written.
+//! * `released_ledger_upgrades`: a ledger as the released crate wrote it
+//!   (no `checksum` column), opened by several handles at once, gains the
+//!   column with this crate's checksums for every version, once; versions,
+//!   descriptions, times and rows stay as they were.
+//! * `changed_migration_is_refused`: a ledger whose recorded checksum of a
+//!   version differs from this crate's (an edited migration) fails the
+//!   open and `schema_state` with `SqlStoreError::MigrationChanged` naming
+//!   the version, and nothing is migrated further; with the checksum put
+//!   back, the open migrates.
+//!
+//! Every earlier schema is turned back with the released ledger (no
+//! checksums), as a database the released crate wrote has it.
 //!
 //! Postgres tests read `MSSMT_PG_URL` (set by `scripts/with-postgres.sh`)
 //! and run each in a fresh schema, dropped at the end.
@@ -20,7 +32,8 @@ use crate::support;
 use std::str::FromStr;
 
 use ms_smt::store::{
-    AuditStore, BulkStore, PinStore, PostgresStore, SqlStoreError, SqliteStore, Writable,
+    AuditStore, BulkStore, PinStore, PostgresStore, SchemaState, SqlStoreError, SqliteStore,
+    Writable,
 };
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
 use rand::rngs::StdRng;
@@ -53,6 +66,16 @@ const TABLES: [&str; 7] = [
     "ms_smt_strata",
     "ms_smt_versions",
 ];
+
+/// A ledger's row as read raw: version, description, time applied (as
+/// text) and checksum.
+type LedgerRow = (i64, String, String, Option<Vec<u8>>);
+
+const DUMP_LEDGER: &str = "SELECT version, description, CAST(applied_at AS TEXT), checksum \
+     FROM ms_smt_migrations ORDER BY version";
+
+/// What turns the ledger back into the released crate's, without checksums.
+const RELEASED_LEDGER: &str = "ALTER TABLE ms_smt_migrations DROP COLUMN checksum;";
 
 /// What turns a current database back into one before the change journal.
 macro_rules! no_journal {
@@ -90,6 +113,10 @@ trait Db {
     const POOL: fn(&Self::Store) -> &Self::Raw;
     /// Opens the database through the store (the runner runs).
     async fn open(&self) -> Result<Self::Store, SqlStoreError>;
+    /// A store on the database that migrates nothing (for `schema_state`).
+    async fn unmigrated(&self) -> Self::Store;
+    /// The store's `schema_state`.
+    async fn schema_state(store: &Self::Store) -> Result<SchemaState, SqlStoreError>;
     /// Opens a pool on the database outside the store.
     async fn raw(&self) -> Self::Raw;
 
@@ -118,6 +145,14 @@ trait Db {
             .await;
         pool.close_pool().await;
         v
+    }
+
+    /// The ledger's rows, by version.
+    async fn ledger(&self) -> Vec<LedgerRow> {
+        let pool = self.raw().await;
+        let rows = pool.ledger().await;
+        pool.close_pool().await;
+        rows
     }
 
     /// The `ms_smt_*` tables, by name.
@@ -182,6 +217,7 @@ trait RawPool {
     async fn i64s(&self, sql: &str) -> Vec<i64>;
     async fn strings(&self, sql: &str) -> Vec<String>;
     async fn dump(&self) -> RawDump<Self::Int>;
+    async fn ledger(&self) -> Vec<LedgerRow>;
     async fn close_pool(&self);
 }
 
@@ -196,6 +232,7 @@ where
     (i64, Vec<u8>, E::Int, Vec<u8>): Send + Unpin + for<'r> sqlx::FromRow<'r, E::Row>,
     (i64, String, E::Int, Option<Vec<u8>>, Option<i64>):
         Send + Unpin + for<'r> sqlx::FromRow<'r, E::Row>,
+    LedgerRow: Send + Unpin + for<'r> sqlx::FromRow<'r, E::Row>,
 {
     type Int = E::Int;
     const TABLES_SQL: &'static str = E::TABLES_SQL;
@@ -231,6 +268,13 @@ where
             .await
             .expect("namespaces");
         (strata, ns)
+    }
+
+    async fn ledger(&self) -> Vec<LedgerRow> {
+        sqlx::query_as(DUMP_LEDGER)
+            .fetch_all(self)
+            .await
+            .expect("ledger")
     }
 
     async fn close_pool(&self) {
@@ -299,6 +343,17 @@ async fn fresh<D: Db>(db: &D) {
     db.close(store).await;
     assert_eq!(db.versions().await, D::VERSIONS, "ledger");
     assert_eq!(db.tables().await, TABLES, "tables");
+    let ledger = db.ledger().await;
+    let sums: Vec<Option<Vec<u8>>> = ledger.iter().map(|r| r.3.clone()).collect();
+    assert!(
+        sums.iter()
+            .all(|s| s.as_ref().is_some_and(|s| s.len() == 32)),
+        "every version applied with its 32-byte checksum: {ledger:?}"
+    );
+    let mut distinct = sums.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), sums.len(), "one checksum per version");
     let before = db.dump().await;
     let store = db.open().await.expect("open again");
     db.close(store).await;
@@ -308,6 +363,11 @@ async fn fresh<D: Db>(db: &D) {
         "ledger after a second open"
     );
     assert_eq!(db.dump().await, before, "a second open changed rows");
+    assert_eq!(
+        db.ledger().await,
+        ledger,
+        "a second open changed the ledger"
+    );
 }
 
 async fn earlier_schemas_upgrade<D: Db>(mut make: impl FnMut(&str) -> Option<D>) {
@@ -318,12 +378,19 @@ async fn earlier_schemas_upgrade<D: Db>(mut make: impl FnMut(&str) -> Option<D>)
         let compacted = build::<D, Compacted>(&store, "compacted", seed).await;
         let full = build::<D, Full>(&store, "full", seed + 1).await;
         db.close(store).await;
-        db.exec(back).await;
+        // This crate's checksums, as a fresh open recorded them.
+        let sums = checksums(&db.ledger().await);
+        db.exec(&format!("{back}{RELEASED_LEDGER}")).await;
         assert_eq!(db.versions().await, *ledger, "{what}: ledger before");
         let before = db.dump().await;
 
         let store = db.open().await.expect("open an earlier schema");
         assert_eq!(db.versions().await, D::VERSIONS, "{what}: ledger after");
+        assert_eq!(
+            checksums(&db.ledger().await),
+            sums,
+            "{what}: the checksums recorded"
+        );
         assert_eq!(db.tables().await, TABLES, "{what}: tables");
         assert_eq!(
             db.dump().await,
@@ -372,6 +439,122 @@ async fn newer_schema_is_refused<D: Db>(db: &D) {
         other => panic!("expected SchemaTooNew, got {other:?}"),
     }
     assert_eq!(db.dump().await, before, "a refused open wrote rows");
+}
+
+/// Each version's checksum, from a ledger's rows.
+fn checksums(ledger: &[LedgerRow]) -> Vec<(i64, Option<Vec<u8>>)> {
+    ledger.iter().map(|r| (r.0, r.3.clone())).collect()
+}
+
+/// How many handles open the released ledger at once.
+const CONCURRENT_OPENS: usize = 4;
+
+async fn released_ledger_upgrades<D: Db>(db: &D) {
+    let store = db.open().await.expect("open");
+    let m = build::<D, Compacted>(&store, "compacted", 11).await;
+    db.close(store).await;
+    let fresh = db.ledger().await;
+    db.exec(RELEASED_LEDGER).await;
+    let before = db.dump().await;
+    // The released ledger has no checksums to check: the state reads as
+    // current.
+    let plain = db.unmigrated().await;
+    assert_eq!(
+        D::schema_state(&plain).await.expect("schema_state"),
+        SchemaState::Current
+    );
+    db.close(plain).await;
+
+    let (a, b, c, d) = tokio::join!(db.open(), db.open(), db.open(), db.open());
+    let stores = [a, b, c, d].map(|s| s.expect("a concurrent open of the released ledger"));
+    assert_eq!(stores.len(), CONCURRENT_OPENS);
+    let upgraded = db.ledger().await;
+    assert_eq!(
+        upgraded, fresh,
+        "versions, descriptions, times and checksums"
+    );
+    assert_eq!(
+        db.dump().await,
+        before,
+        "rows changed by the ledger upgrade"
+    );
+    check::<D, Compacted>(&stores[0], "compacted", &m).await;
+    for store in stores {
+        db.close(store).await;
+    }
+    let store = db.open().await.expect("open again");
+    db.close(store).await;
+    assert_eq!(db.ledger().await, fresh, "a second open changed the ledger");
+}
+
+async fn changed_migration_is_refused<D: Db>(db: &D) {
+    let store = db.open().await.expect("open");
+    build::<D, Compacted>(&store, "compacted", 13).await;
+    db.close(store).await;
+    let sums = checksums(&db.ledger().await);
+    // An earlier schema, so there is a version left to migrate; then the
+    // recorded checksum of the second version is another's, as if its
+    // migration had been edited after it was applied.
+    let (_, back, ledger) = D::EARLIER[0];
+    let changed = D::VERSIONS[1];
+    db.exec(&format!(
+        "{back} UPDATE ms_smt_migrations SET checksum = \
+         (SELECT checksum FROM ms_smt_migrations WHERE version = {first}) \
+         WHERE version = {changed};",
+        first = D::VERSIONS[0]
+    ))
+    .await;
+    let before = (db.ledger().await, db.tables().await, db.dump().await);
+    assert_eq!(db.versions().await, ledger);
+
+    let refused = |e: SqlStoreError, what: &str| match e {
+        SqlStoreError::MigrationChanged {
+            version,
+            ref recorded,
+            expected,
+            ..
+        } => {
+            assert_eq!(version, changed, "{what}: the version");
+            assert_eq!(Some(recorded), sums[0].1.as_ref(), "{what}: recorded");
+            assert_eq!(
+                Some(&expected.to_vec()),
+                sums[1].1.as_ref(),
+                "{what}: expected"
+            );
+            let message = e.to_string();
+            assert!(
+                message.contains(&format!("schema migration {changed} (")),
+                "{what}: the message names the version: {message}"
+            );
+            assert!(!e.is_transient(), "{what}: not transient");
+        }
+        other => panic!("{what}: expected MigrationChanged, got {other:?}"),
+    };
+    refused(
+        db.open().await.expect_err("an open of a changed migration"),
+        "open",
+    );
+    let after = (db.ledger().await, db.tables().await, db.dump().await);
+    assert!(after == before, "a refused open migrated or wrote");
+    let plain = db.unmigrated().await;
+    refused(
+        D::schema_state(&plain)
+            .await
+            .expect_err("schema_state of a changed migration"),
+        "schema_state",
+    );
+    db.close(plain).await;
+
+    // The checksum cleared (as a release without checksums leaves it), the
+    // version is trusted again and the open migrates the rest.
+    db.exec(&format!(
+        "UPDATE ms_smt_migrations SET checksum = NULL WHERE version = {changed};"
+    ))
+    .await;
+    let store = db.open().await.expect("open with the checksum cleared");
+    db.close(store).await;
+    assert_eq!(db.versions().await, D::VERSIONS, "migrated");
+    assert_eq!(checksums(&db.ledger().await), sums, "checksums recorded");
 }
 
 // ---------------------------------------------------------------------------
@@ -435,6 +618,14 @@ impl Db for SqliteFile {
             SqliteStore::connect_options(&self.0.path).synchronous(SqliteSynchronous::Normal);
         SqliteStore::open_with(options).await
     }
+
+    async fn unmigrated(&self) -> SqliteStore {
+        SqliteStore::from_pool(self.raw().await, "default")
+    }
+
+    async fn schema_state(store: &SqliteStore) -> Result<SchemaState, SqlStoreError> {
+        store.schema_state().await
+    }
 }
 
 mod sqlite {
@@ -453,6 +644,16 @@ mod sqlite {
     #[tokio::test(flavor = "multi_thread")]
     async fn newer_schema_is_refused() {
         super::newer_schema_is_refused(&SqliteFile::new("newer").expect("file")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn released_ledger_upgrades() {
+        super::released_ledger_upgrades(&SqliteFile::new("released").expect("file")).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn changed_migration_is_refused() {
+        super::changed_migration_is_refused(&SqliteFile::new("changed").expect("file")).await;
     }
 }
 
@@ -535,6 +736,14 @@ impl Db for PgSchema {
         store.migrate().await?;
         Ok(store)
     }
+
+    async fn unmigrated(&self) -> PostgresStore {
+        PostgresStore::from_pool(self.pool().await, "default")
+    }
+
+    async fn schema_state(store: &PostgresStore) -> Result<SchemaState, SqlStoreError> {
+        store.schema_state().await
+    }
 }
 
 mod postgres {
@@ -577,6 +786,24 @@ mod postgres {
         in_schema(
             "schema::postgres::newer_schema_is_refused",
             super::newer_schema_is_refused,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn released_ledger_upgrades() {
+        in_schema(
+            "schema::postgres::released_ledger_upgrades",
+            super::released_ledger_upgrades,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn changed_migration_is_refused() {
+        in_schema(
+            "schema::postgres::changed_migration_is_refused",
+            super::changed_migration_is_refused,
         )
         .await;
     }

@@ -57,7 +57,7 @@ pub fn branch_hash(left: &Hash, right: &Hash, sum: u64) -> Hash {
     branch_digest(left, right, sum)
 }
 
-/// [`branch_hash`] without counting (feature `std`): ms-smt's lanes count
+/// [`branch_hash`] without counting (feature `hash-count`): ms-smt's lanes count
 /// a whole group of hashes at once and use this for their portable path.
 #[inline]
 pub fn branch_digest(left: &Hash, right: &Hash, sum: u64) -> Hash {

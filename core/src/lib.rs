@@ -40,9 +40,12 @@
 //!
 //! ## Features
 //!
-//! * `std` (off): a per-thread count of SHA-256 evaluations
-//!   (`hash_calls`, for ms-smt's tests and benches) and `std::error::Error`
-//!   sources for hex errors. Without it the crate uses `core` and `alloc` alone.
+//! * `std` (off): `std::error::Error` sources for hex errors, and
+//!   `hash_calls`/`add_hash_calls`. Without it the crate uses `core` and
+//!   `alloc` alone.
+//! * `hash-count` (off; implies `std`): the per-thread count of SHA-256
+//!   evaluations that `hash_calls` reads (0 without it), for ms-smt's tests
+//!   and benches. Test instrumentation: leave it off in production builds.
 #![no_std]
 #![warn(missing_docs)]
 

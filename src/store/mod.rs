@@ -47,7 +47,7 @@ pub use memory::{MemoryError, MemoryStore};
 pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 /// For the tapd source and export statements (built with both engines only).
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub(crate) use sql::{Arg, Dialect, Shared};
+pub(crate) use sql::{Arg, Dialect, ReplyWait, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{
     CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,

@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, PgConnection, SqlSafeStr, SqliteConnection};
 use crate::error::TreeError;
 use crate::layout::Layout;
 use crate::node::ComputedNode;
-use crate::store::{Arg, Dialect, TreeStore};
+use crate::store::{Arg, Dialect, ReplyWait, TreeStore};
 use crate::tapd::error::{ExportError, TapdError};
 use crate::tapd::shape::{RowBuilder, TapdRow};
 use crate::tapd::source::{Pool, TapdTarget};
@@ -75,6 +75,10 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
     }
 }
 
+/// The reply wait of the export's statements: the process default (the
+/// tapd database is no store handle's).
+const WAIT: ReplyWait = ReplyWait::Default;
+
 /// [`export_namespace`] on one engine (statements through the SQL core's
 /// [`Dialect`]: `$N` placeholders on both).
 async fn export_on<C, S, L>(
@@ -92,11 +96,12 @@ where
     let mut tx = pool.begin().await.map_err(TapdError::from)?;
     let conn: &mut C = &mut tx;
     if options.create_schema {
-        conn.run_ddl(schema).await.map_err(TapdError::from)?;
+        conn.run_ddl(WAIT, schema).await.map_err(TapdError::from)?;
     }
     let ns = Arg::Text(namespace);
     let existing: Vec<(i64,)> = conn
         .fetch_all(
+            WAIT,
             "SELECT (SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1) + \
              (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = $1)"
                 .into_sql_str(),
@@ -112,7 +117,7 @@ where
             "DELETE FROM mssmt_roots WHERE namespace = $1",
             "DELETE FROM mssmt_nodes WHERE namespace = $1",
         ] {
-            conn.execute(sql.into_sql_str(), &[ns])
+            conn.execute(WAIT, sql.into_sql_str(), &[ns])
                 .await
                 .map_err(TapdError::from)?;
         }
@@ -149,6 +154,7 @@ where
     report.rows += insert_rows(conn, namespace, &mut rows).await?;
     if let Some(root) = root {
         conn.execute(
+            WAIT,
             "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ($1, $2)".into_sql_str(),
             &[ns, Arg::Bytes(&root.hash.0)],
         )
@@ -195,7 +201,7 @@ async fn insert_rows<C: Dialect>(
         sql.push_str(" ON CONFLICT DO NOTHING");
         // Only `$N` placeholders are added to the literal text (the rows
         // are bound), so it is ours alone.
-        conn.execute(AssertSqlSafe(sql).into_sql_str(), &args)
+        conn.execute(WAIT, AssertSqlSafe(sql).into_sql_str(), &args)
             .await?;
         written += chunk.len() as u64;
     }

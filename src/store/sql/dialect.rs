@@ -12,7 +12,7 @@ use std::future::Future;
 use sqlx::{Connection, Database, Encode, SqlStr, Transaction, Type};
 
 use super::error::Res;
-use super::reply_wait::Bounded;
+use super::reply_wait::{Bounded, ReplyWait};
 use super::space::{NamespaceState, NsInfo, NsState};
 use crate::descent::LeafChange;
 use crate::hash::Hash;
@@ -123,6 +123,11 @@ pub trait Dialect: Connection + Sized + 'static {
     const MIGRATIONS: &'static [Migration];
     /// The statement creating the migration ledger if missing.
     const LEDGER: &'static str;
+    /// A query returning one row `(1)` when the ledger has its `checksum`
+    /// column (ledgers of releases before checksums have none).
+    const HAS_CHECKSUMS: &'static str;
+    /// The statement adding the `checksum` column to a ledger without one.
+    const LEDGER_CHECKSUMS: &'static str;
     /// The statement beginning a write transaction (`None`: plain `BEGIN`).
     const BEGIN_WRITE: Option<&'static str>;
     /// Whether writes in a caller's transaction run under a savepoint.
@@ -139,12 +144,13 @@ pub trait Dialect: Connection + Sized + 'static {
 
     /// `round_trip`, one exchange with the server (a statement, `BEGIN`,
     /// `COMMIT`, `ROLLBACK`), under the engine's bound on the reply:
-    /// Postgres's reply wait (`reply_wait.rs`); none for SQLite, which runs
-    /// in the process.
-    fn bounded<F, T>(round_trip: F) -> Bounded<F>
+    /// Postgres's reply wait `wait`, the handle's (`reply_wait.rs`); none
+    /// for SQLite, which runs in the process.
+    fn bounded_by<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
     where
         F: Future<Output = Result<T, sqlx::Error>>,
     {
+        let _ = wait;
         Bounded::new(round_trip, None)
     }
 
@@ -158,18 +164,31 @@ pub trait Dialect: Connection + Sized + 'static {
         let _ = write!(sql, "${n}");
     }
 
-    /// Runs a shared statement; the number of rows it changed.
-    fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> impl Future<Output = Res<u64>> + Send;
+    /// Runs a shared statement, its reply bounded by `wait`; the number of
+    /// rows it changed.
+    fn execute(
+        &mut self,
+        wait: ReplyWait,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Res<u64>> + Send;
 
-    /// Runs a shared statement and decodes every row it returns.
+    /// Runs a shared statement, its reply bounded by `wait`, and decodes
+    /// every row it returns.
     fn fetch_all<T: Shared>(
         &mut self,
+        wait: ReplyWait,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Res<Vec<T>>> + Send;
 
-    /// Runs DDL statements (unprepared: `sqlx::raw_sql`).
-    fn run_ddl(&mut self, sql: &'static str) -> impl Future<Output = Res<()>> + Send;
+    /// Runs DDL statements (unprepared: `sqlx::raw_sql`), their reply
+    /// bounded by `wait`.
+    fn run_ddl(
+        &mut self,
+        wait: ReplyWait,
+        sql: &'static str,
+    ) -> impl Future<Output = Res<()>> + Send;
 
     /// Serialises the writers of each of `spaces` until the transaction
     /// ends, taking the locks in one order every transaction shares (so
@@ -185,7 +204,7 @@ pub trait Dialect: Connection + Sized + 'static {
     }
 
     /// Serialises concurrent migrations until the transaction ends.
-    fn lock_migrations(&mut self) -> impl Future<Output = Res<()>> + Send;
+    fn lock_migrations(&mut self, wait: ReplyWait) -> impl Future<Output = Res<()>> + Send;
 
     /// Inserts the rows of those of `spaces` that are missing, each with
     /// its handle's stratum height, in one statement.
@@ -253,9 +272,13 @@ pub trait Dialect: Connection + Sized + 'static {
     ) -> impl Future<Output = Res<()>> + Send;
 }
 
-/// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]).
-pub(crate) async fn begin_write<C: Dialect>(conn: &mut C) -> Res<Transaction<'_, C::Database>> {
-    C::bounded(async move {
+/// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]), its
+/// reply bounded by `wait`.
+pub(crate) async fn begin_write_by<C: Dialect>(
+    conn: &mut C,
+    wait: ReplyWait,
+) -> Res<Transaction<'_, C::Database>> {
+    C::bounded_by(wait, async move {
         match C::BEGIN_WRITE {
             // why: a `SqlStr`, not the `&'static str`: `begin_with`'s future
             // captures its statement's type, and with a reference there rustc
@@ -272,10 +295,11 @@ pub(crate) async fn begin_write<C: Dialect>(conn: &mut C) -> Res<Transaction<'_,
 /// The first row a shared statement returns, if any.
 pub(crate) async fn fetch_optional<C: Dialect, T: Shared>(
     conn: &mut C,
+    wait: ReplyWait,
     sql: SqlStr,
     args: &[Arg<'_>],
 ) -> Res<Option<T>> {
-    Ok(conn.fetch_all(sql, args).await?.into_iter().next())
+    Ok(conn.fetch_all(wait, sql, args).await?.into_iter().next())
 }
 
 /// `args` as the engine's argument list (for the engines' implementations

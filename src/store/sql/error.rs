@@ -86,8 +86,9 @@ pub enum SqlStoreError {
         /// How long the read waited.
         waited: std::time::Duration,
     },
-    /// A Postgres server did not answer a round trip within the reply wait
-    /// ([`set_postgres_reply_wait`](crate::store::set_postgres_reply_wait)):
+    /// A Postgres server did not answer a round trip within the handle's
+    /// reply wait ([`PostgresStore::with_reply_wait`](crate::store::PostgresStore::with_reply_wait),
+    /// by default [`set_postgres_reply_wait`](crate::store::set_postgres_reply_wait)'s):
     /// stopped, frozen or cut off. The connection was closed; whether a
     /// `COMMIT` that got no reply was applied must be read from the
     /// database.
@@ -107,6 +108,28 @@ pub enum SqlStoreError {
         found: i64,
         /// Highest version known.
         supported: i64,
+    },
+    /// A schema version applied to the database differs from this crate's
+    /// migration of that version: the checksum its ledger recorded when it
+    /// was applied (SHA-256 of the version's SQL) is not the checksum of
+    /// this crate's SQL. The migration was edited after it was applied, or
+    /// the ledger was altered; nothing was migrated, and the database is
+    /// not opened (as sqlx refuses a modified migration).
+    #[error(
+        "schema migration {version} ({description}) was applied to this database with other SQL \
+         than this crate's: the ledger records checksum {}, this crate's is {}",
+        hex::encode(recorded),
+        hex::encode(expected)
+    )]
+    MigrationChanged {
+        /// The version.
+        version: i64,
+        /// This crate's description of it.
+        description: &'static str,
+        /// The checksum the ledger (`ms_smt_migrations`) records.
+        recorded: Vec<u8>,
+        /// The checksum of this crate's SQL for the version.
+        expected: [u8; 32],
     },
 }
 

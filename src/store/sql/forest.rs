@@ -173,9 +173,10 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
         }
         // The guard lasts for a read transaction of its own.
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let wait = self.space.reply_wait;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         let nodes = walk_on(&mut *tx, &walks, true).await?;
-        C::bounded(tx.rollback()).await?;
+        C::bounded_by(wait, tx.rollback()).await?;
         conn.release();
         Ok(nodes)
     }
@@ -189,9 +190,9 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
         };
         let counted = first.tree.space.clone();
         let owned = owned_parts(updates, |t| &t.space);
-        let pool = self.pool.clone();
+        let (pool, wait) = (self.pool.clone(), self.space.reply_wait);
         commit_in(
-            async move { OwnedTx::<C>::begin(&pool).await },
+            async move { OwnedTx::<C>::begin(&pool, wait).await },
             (counted, owned),
         )
         .await
@@ -212,7 +213,7 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
             return Ok(None);
         };
         first.counters.round_trip(1);
-        let mut tx = OwnedTx::<C>::begin(&self.pool).await?;
+        let mut tx = OwnedTx::<C>::begin(&self.pool, first.reply_wait).await?;
         tx.conn().lock_namespaces(&spaces).await?;
         let view = LockedSql::new(self, tx);
         let out = work.run(&view).await;
@@ -274,7 +275,12 @@ impl<'c, C: Dialect> ForestStore for SqlTxStore<'c, C> {
     fn tree(&self, name: &str) -> Res<SqlTxStore<'c, C>> {
         Ok(SqlTxStore {
             conn: self.conn.clone(),
-            space: NamespaceState::new(name, self.space.height, self.space.recent.capacity()),
+            space: NamespaceState::waiting(
+                name,
+                self.space.height,
+                self.space.recent.capacity(),
+                self.space.reply_wait,
+            ),
         })
     }
 

@@ -127,7 +127,7 @@ impl<C: Dialect> SqlStore<C> {
     fn with_space(&self, name: &str, height: StratumHeight, recent: usize) -> Self {
         SqlStore {
             pool: self.pool.clone(),
-            space: NamespaceState::new(name, height, recent),
+            space: NamespaceState::waiting(name, height, recent, self.space.reply_wait),
             jit_off: self.jit_off,
         }
     }
@@ -158,8 +158,10 @@ impl<C: Dialect> SqlStore<C> {
     /// safe to run from several processes at once; tracked in its own
     /// `ms_smt_migrations` table, so it coexists with the host's sqlx
     /// migrations. Each version's DDL runs once, in its own transaction
-    /// with its ledger entry; a database at a newer version than this
-    /// crate knows is refused ([`SqlStoreError::SchemaTooNew`]).
+    /// with its ledger entry and checksum; a database at a newer version
+    /// than this crate knows is refused ([`SqlStoreError::SchemaTooNew`]),
+    /// and so is one whose recorded checksum of a version is not this
+    /// crate's ([`SqlStoreError::MigrationChanged`]).
     pub async fn migrate(&self) -> Res<()> {
         self.migrate_with_progress(&ProgressSink::default()).await
     }
@@ -167,7 +169,7 @@ impl<C: Dialect> SqlStore<C> {
     /// [`migrate`](Self::migrate), reporting the versions applied to
     /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
     pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
-        super::schema::migrate::<C>(&self.pool, progress).await
+        super::schema::migrate::<C>(&self.pool, self.space.reply_wait, progress).await
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -260,11 +262,12 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         }
         // The guard lasts for a read transaction of its own.
         self.space.counters.round_trip(1);
+        let wait = self.space.reply_wait;
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         let nodes = reads::paths_on(&mut *tx, &self.space, at, starts, siblings, true).await?;
         self.space.counters.round_trip(1);
-        C::bounded(tx.rollback()).await?;
+        C::bounded_by(wait, tx.rollback()).await?;
         conn.release();
         Ok(nodes)
     }
@@ -316,12 +319,13 @@ impl<C: Dialect> AuditStore for SqlStore<C> {
         let mut audit = RowAudit::new(kind).with_progress(progress);
         // A read transaction: every page sees the same snapshot.
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let wait = self.space.reply_wait;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql.into_sql_str(), &[]).await?;
+            tx.execute(wait, sql.into_sql_str(), &[]).await?;
         }
         ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
-        C::bounded(tx.commit()).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         conn.release();
         Ok(audit.finish())
     }
@@ -406,12 +410,13 @@ impl<C: Dialect> SqlStore<C> {
         ) -> std::pin::Pin<Box<dyn Future<Output = Res<T>> + Send + 'a>>,
     {
         let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded(conn.conn().begin()).await?;
+        let wait = self.space.reply_wait;
+        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(sql.into_sql_str(), &[]).await?;
+            tx.execute(wait, sql.into_sql_str(), &[]).await?;
         }
         let out = work(&mut *tx, &self.space).await?;
-        C::bounded(tx.commit()).await?;
+        C::bounded_by(wait, tx.commit()).await?;
         conn.release();
         Ok(out)
     }

@@ -37,6 +37,7 @@ async fn record_version<C: Dialect>(
         C::UNIX_NOW
     );
     conn.execute(
+        space.reply_wait,
         AssertSqlSafe(sql).into_sql_str(),
         &[
             Arg::Int(id),
@@ -66,6 +67,7 @@ pub(crate) async fn enable_on<C: Dialect>(
     }
     space.counters.round_trip(1);
     conn.execute(
+        space.reply_wait,
         "UPDATE ms_smt_namespaces SET journal_from = version WHERE id = $1".into_sql_str(),
         &[Arg::Int(state.info.id)],
     )
@@ -86,16 +88,19 @@ pub(crate) async fn disable_on<C: Dialect>(conn: &mut C, space: &NamespaceState)
     let id = Arg::Int(state.info.id);
     space.counters.round_trip(3);
     conn.execute(
+        space.reply_wait,
         "UPDATE ms_smt_namespaces SET journal_from = NULL WHERE id = $1".into_sql_str(),
         &[id],
     )
     .await?;
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_changes WHERE ns = $1".into_sql_str(),
         &[id],
     )
     .await?;
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_versions WHERE ns = $1".into_sql_str(),
         &[id],
     )
@@ -115,11 +120,13 @@ pub(crate) async fn restart_on<C: Dialect>(
 ) -> Res<()> {
     space.counters.round_trip(2);
     conn.execute(
+        space.reply_wait,
         "UPDATE ms_smt_namespaces SET journal_from = $2 WHERE id = $1".into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
     )
     .await?;
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_changes WHERE ns = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -137,6 +144,7 @@ async fn drop_versions_before<C: Dialect>(
 ) -> Res<()> {
     space.counters.round_trip(1);
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_versions WHERE ns = $1 AND version < $2".into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
     )
@@ -174,6 +182,7 @@ async fn root_of<C: Dialect>(
     space.counters.round_trip(1);
     let row: Option<(Option<Vec<u8>>, Option<i64>)> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT root_hash, root_sum FROM ms_smt_versions WHERE ns = $1 AND version = $2"
             .into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
@@ -219,6 +228,7 @@ pub(crate) async fn changes_on<C: Dialect>(
     space.counters.round_trip(1);
     let mut rows: Vec<ChangeRow> = conn
         .fetch_all(
+            space.reply_wait,
             "SELECT version, key, old_value, old_sum, new_value, new_sum FROM ms_smt_changes \
              WHERE ns = $1 AND version > $2 ORDER BY version, key LIMIT $3"
                 .into_sql_str(),
@@ -240,6 +250,7 @@ pub(crate) async fn changes_on<C: Dialect>(
             space.counters.round_trip(1);
             rows = conn
                 .fetch_all(
+                    space.reply_wait,
                     "SELECT version, key, old_value, old_sum, new_value, new_sum \
                      FROM ms_smt_changes WHERE ns = $1 AND version = $2 ORDER BY key"
                         .into_sql_str(),
@@ -297,6 +308,7 @@ async fn later_leaves<C: Dialect>(
     space.counters.round_trip(1);
     let rows: Vec<(Vec<u8>, Vec<u8>, i64)> = conn
         .fetch_all(
+            space.reply_wait,
             "SELECT key, old_value, old_sum FROM ms_smt_changes \
              WHERE ns = $1 AND version > $2 ORDER BY version, key"
                 .into_sql_str(),
@@ -331,6 +343,7 @@ pub(crate) async fn version_of_on<C: Dialect>(
     let row: Option<(Option<i64>,)> = if *root == ComputedNode::empty_root().hash {
         fetch_optional(
             conn,
+            space.reply_wait,
             "SELECT MAX(version) FROM ms_smt_versions \
              WHERE ns = $1 AND root_hash IS NULL AND version >= $2"
                 .into_sql_str(),
@@ -340,6 +353,7 @@ pub(crate) async fn version_of_on<C: Dialect>(
     } else {
         fetch_optional(
             conn,
+            space.reply_wait,
             "SELECT MAX(version) FROM ms_smt_versions \
              WHERE ns = $1 AND root_hash = $2 AND version >= $3"
                 .into_sql_str(),
@@ -378,6 +392,7 @@ pub(crate) async fn prune_on<C: Dialect>(
         );
         let row: Option<(Option<i64>,)> = fetch_optional(
             conn,
+            space.reply_wait,
             AssertSqlSafe(sql).into_sql_str(),
             &[Arg::Int(id), Arg::Int(secs)],
         )
@@ -390,6 +405,7 @@ pub(crate) async fn prune_on<C: Dialect>(
         space.counters.round_trip(1);
         let row: Option<(i64,)> = fetch_optional(
             conn,
+            space.reply_wait,
             "SELECT version FROM ms_smt_changes WHERE ns = $1 \
              ORDER BY version DESC LIMIT 1 OFFSET $2"
                 .into_sql_str(),
@@ -403,6 +419,7 @@ pub(crate) async fn prune_on<C: Dialect>(
     space.counters.round_trip(1);
     let oldest_pin: Option<(Option<i64>,)> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT MIN(version) FROM ms_smt_pins WHERE ns = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -417,11 +434,13 @@ pub(crate) async fn prune_on<C: Dialect>(
     space.counters.round_trip(2);
     let removed = conn
         .execute(
+            space.reply_wait,
             "DELETE FROM ms_smt_changes WHERE ns = $1 AND version <= $2".into_sql_str(),
             &[Arg::Int(id), Arg::Int(cut)],
         )
         .await?;
     conn.execute(
+        space.reply_wait,
         "UPDATE ms_smt_namespaces SET journal_from = $2 WHERE id = $1".into_sql_str(),
         &[Arg::Int(id), Arg::Int(cut)],
     )

@@ -9,6 +9,8 @@ use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::handle::SqlStore;
 use super::ops::version_from_sql;
+use super::reply_wait::ReplyWait;
+use super::schema;
 use super::space::decode_root;
 use crate::node::ComputedNode;
 use crate::strata::StratumHeight;
@@ -56,26 +58,41 @@ type ListingRow = (String, i64, Option<Vec<u8>>, Option<i64>, i64, i64);
 impl<C: Dialect> SqlStore<C> {
     /// The database's schema against this crate's, read without writing
     /// (works on a read-only connection).
+    ///
+    /// A version applied with other SQL than this crate's (its recorded
+    /// checksum differs) fails with [`SqlStoreError::MigrationChanged`],
+    /// as [`migrate`](SqlStore::migrate) does; a database at a newer
+    /// version is [`SchemaState::Newer`] without that check. A ledger
+    /// written before checksums has none to compare (the next migrate
+    /// records them).
     pub async fn schema_state(&self) -> Res<SchemaState> {
+        let wait = self.space.reply_wait;
         let mut conn = self.pool.acquire().await?;
         let ledger: Option<(i64,)> =
-            fetch_optional(&mut *conn, C::HAS_LEDGER.into_sql_str(), &[]).await?;
+            fetch_optional(&mut *conn, wait, C::HAS_LEDGER.into_sql_str(), &[]).await?;
         if ledger.is_none() {
             return Ok(SchemaState::Missing);
         }
         let newest: Option<(Option<i64>,)> = fetch_optional(
             &mut *conn,
+            wait,
             "SELECT MAX(version) FROM ms_smt_migrations".into_sql_str(),
             &[],
         )
         .await?;
         let supported = C::MIGRATIONS.last().map_or(0, |m| m.0);
-        Ok(match newest.and_then(|(v,)| v) {
+        let state = match newest.and_then(|(v,)| v) {
             None => SchemaState::Missing,
             Some(found) if found < supported => SchemaState::Older { found },
             Some(found) if found > supported => SchemaState::Newer { found },
             Some(_) => SchemaState::Current,
-        })
+        };
+        if matches!(state, SchemaState::Older { .. } | SchemaState::Current)
+            && schema::has_checksums(&mut *conn, wait).await?
+        {
+            schema::verify::<C>(&schema::ledger(&mut *conn, wait).await?)?;
+        }
+        Ok(state)
     }
 
     /// Every namespace of the database, by name. Reads only.
@@ -94,16 +111,17 @@ impl<C: Dialect> SqlStore<C> {
         const SELECT: &str = "SELECT n.name, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, \
             n.version, (SELECT COUNT(*) FROM ms_smt_pins p WHERE p.ns = n.id) \
             FROM ms_smt_namespaces n";
+        let wait = self.space.reply_wait;
         let mut conn = self.pool.acquire().await?;
         let rows: Vec<ListingRow> = match name {
             Some(name) => {
                 // Our constant and a placeholder only (the name is bound).
                 let sql = AssertSqlSafe(format!("{SELECT} WHERE n.name = $1")).into_sql_str();
-                conn.fetch_all(sql, &[Arg::Text(name)]).await?
+                conn.fetch_all(wait, sql, &[Arg::Text(name)]).await?
             }
             None => {
                 let sql = AssertSqlSafe(format!("{SELECT} ORDER BY n.name")).into_sql_str();
-                conn.fetch_all(sql, &[]).await?
+                conn.fetch_all(wait, sql, &[]).await?
             }
         };
         rows.into_iter()
@@ -124,10 +142,12 @@ impl<C: Dialect> SqlStore<C> {
     }
 }
 
-/// The names of every namespace of the database on `conn`, sorted.
+/// The names of every namespace of the database on `conn`, sorted (a
+/// caller's-transaction forest's: the process default's reply wait).
 pub(crate) async fn names_on<C: Dialect>(conn: &mut C) -> Res<Vec<String>> {
     let rows: Vec<(String,)> = conn
         .fetch_all(
+            ReplyWait::Default,
             "SELECT name FROM ms_smt_namespaces ORDER BY name".into_sql_str(),
             &[],
         )

@@ -37,6 +37,8 @@ pub use listing::{NamespaceListing, SchemaState};
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "postgres")]
 pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub(crate) use reply_wait::ReplyWait;
 #[cfg(feature = "postgres")]
 pub use reply_wait::{DEFAULT_POSTGRES_REPLY_WAIT, postgres_reply_wait, set_postgres_reply_wait};
 #[cfg(feature = "postgres")]

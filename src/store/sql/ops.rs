@@ -43,6 +43,7 @@ pub(crate) async fn load_state<C: Dialect>(
     space.counters.round_trip(1);
     let row: Option<NamespaceRow> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, version, \
             (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
          FROM ms_smt_namespaces n WHERE name = $1"
@@ -289,12 +290,14 @@ pub(crate) async fn pin_on<C: Dialect>(
     space.counters.round_trip(2);
     let replaced: Option<(i64,)> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT version FROM ms_smt_pins WHERE ns = $1 AND name = $2".into_sql_str(),
         &[Arg::Int(id), Arg::Text(name)],
     )
     .await?;
     let (hash, sum) = root_columns(&state.root);
     conn.execute(
+        space.reply_wait,
         "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) \
          VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (ns, name) DO UPDATE SET version = excluded.version, \
@@ -332,6 +335,7 @@ pub(crate) async fn unpin_on<C: Dialect>(
     space.counters.round_trip(1);
     let removed: Option<(i64,)> = fetch_optional(
         conn,
+        space.reply_wait,
         "DELETE FROM ms_smt_pins WHERE ns = $1 AND name = $2 RETURNING version".into_sql_str(),
         &[Arg::Int(info.id), Arg::Text(name)],
     )
@@ -354,6 +358,7 @@ async fn release_version<C: Dialect>(
 ) -> Res<()> {
     space.counters.round_trip(1);
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_history AS h WHERE h.ns = $1 \
            AND h.from_version <= $2 AND h.to_version > $2 \
            AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = $1 \
@@ -374,6 +379,7 @@ pub(crate) async fn pinned_on<C: Dialect>(
     space.counters.round_trip(1);
     let row: Option<PinRow> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
          JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 AND p.name = $2"
             .into_sql_str(),
@@ -388,6 +394,7 @@ pub(crate) async fn pins_on<C: Dialect>(conn: &mut C, space: &NamespaceState) ->
     space.counters.round_trip(1);
     let rows: Vec<PinRow> = conn
         .fetch_all(
+            space.reply_wait,
             "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
              JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 \
              ORDER BY p.version, p.name"
@@ -504,6 +511,7 @@ pub(crate) async fn copy_on<C: Dialect>(
     let copied = match at {
         ReadAt::Current => {
             conn.execute(
+                target.reply_wait,
                 "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
                  SELECT $1, path, depth, body, $3 FROM ms_smt_strata WHERE ns = $2 \
                  ORDER BY path, depth"
@@ -518,6 +526,7 @@ pub(crate) async fn copy_on<C: Dialect>(
         }
         ReadAt::Version(v) => {
             conn.execute(
+                target.reply_wait,
                 "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
                  SELECT $1, path, depth, body, $3 FROM ( \
                      SELECT path, depth, body FROM ms_smt_strata \
@@ -565,6 +574,7 @@ async fn root_at_version<C: Dialect>(
     space.counters.round_trip(1);
     let row: Option<(Option<Vec<u8>>, Option<i64>)> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = $1 AND version = $2 \
          LIMIT 1"
             .into_sql_str(),
@@ -596,6 +606,7 @@ pub(crate) async fn forget_on<C: Dialect>(conn: &mut C, space: &NamespaceState) 
 async fn delete_vacant_row<C: Dialect>(conn: &mut C, space: &NamespaceState, id: i64) -> Res<()> {
     space.counters.round_trip(1);
     conn.execute(
+        space.reply_wait,
         "DELETE FROM ms_smt_namespaces WHERE id = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -614,6 +625,7 @@ async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsStat
     space.counters.round_trip(1);
     let rows: Option<(bool,)> = fetch_optional(
         conn,
+        space.reply_wait,
         "SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = $1)".into_sql_str(),
         &[Arg::Int(state.info.id)],
     )
@@ -633,6 +645,7 @@ async fn set_root<C: Dialect>(
     let (hash, sum) = root_columns(root);
     space.counters.round_trip(1);
     conn.execute(
+        space.reply_wait,
         "UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2, version = $3, \
              height = COALESCE($4, height) WHERE id = $5"
             .into_sql_str(),
@@ -674,6 +687,7 @@ pub(crate) async fn take_tree_on<C: Dialect>(
     }
     target.counters.round_trip(1);
     conn.execute(
+        target.reply_wait,
         "UPDATE ms_smt_namespaces SET name = $1, version = $2 WHERE id = $3".into_sql_str(),
         &[
             Arg::Text(&target.name),

@@ -21,7 +21,11 @@
 //!   savepoints are not safe to cancel; see `write_commits`); the advisory
 //!   lock is held until the caller's transaction ends.
 //! * The schema is versioned ([`PostgresStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened.
+//!   by an earlier schema of this release line is upgraded when opened, and
+//!   one whose applied migrations differ from this crate's is refused
+//!   (checked migrations: `schema.rs`).
+
+use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgConnection, SqlStr};
@@ -31,7 +35,7 @@ use super::dialect::{
 };
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
-use super::reply_wait::{self, Bounded};
+use super::reply_wait::{Bounded, ReplyWait};
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
@@ -146,6 +150,45 @@ impl PostgresStore {
             .await?;
         Self::opened(pool, true).await
     }
+
+    /// This handle bounding each of its round trips (every statement,
+    /// `BEGIN`, `COMMIT` and `ROLLBACK`) by `wait` for the server's reply
+    /// (`None`: without bound, as sqlx); past it the round trip fails with
+    /// [`SqlStoreError::NoReply`](super::SqlStoreError::NoReply) and the
+    /// connection is closed (see [`set_postgres_reply_wait`] for why).
+    /// Without it a handle follows the process default
+    /// ([`set_postgres_reply_wait`], by default
+    /// [`DEFAULT_POSTGRES_REPLY_WAIT`]), read at each round trip.
+    ///
+    /// Like the other builders it makes a handle of its own (its own
+    /// counters and remembered nodes); its clones, the handles made from it
+    /// with [`open_namespace`](Self::open_namespace), its transactions'
+    /// stores ([`in_transaction`](Self::in_transaction)) and its
+    /// standbys ([`with_standbys`](Self::with_standbys)) share the wait.
+    /// [`connect`](Self::connect) migrates with the process default; a
+    /// handle on [`from_pool`](Self::from_pool) given a wait first migrates
+    /// with it.
+    ///
+    /// [`set_postgres_reply_wait`]: crate::store::set_postgres_reply_wait
+    /// [`DEFAULT_POSTGRES_REPLY_WAIT`]: crate::store::DEFAULT_POSTGRES_REPLY_WAIT
+    pub fn with_reply_wait(self, wait: Option<Duration>) -> Self {
+        SqlStore {
+            space: NamespaceState::waiting(
+                &self.space.name,
+                self.space.height,
+                self.space.recent.capacity(),
+                ReplyWait::Own(wait),
+            ),
+            ..self
+        }
+    }
+
+    /// How long this handle's round trips wait for the server's reply now
+    /// (its own [`with_reply_wait`](Self::with_reply_wait), else the
+    /// process default).
+    pub fn reply_wait(&self) -> Option<Duration> {
+        self.space.reply_wait.get()
+    }
 }
 
 fn height_sql(height: StratumHeight) -> i32 {
@@ -180,8 +223,15 @@ impl Dialect for PgConnection {
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,
                     description TEXT NOT NULL,
-                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                    applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                    checksum BYTEA
                 )";
+    /// The ledger the session's `search_path` finds, as [`HAS_LEDGER`](Dialect::HAS_LEDGER).
+    const HAS_CHECKSUMS: &'static str = "SELECT CAST(1 AS BIGINT) FROM pg_attribute \
+         WHERE attrelid = to_regclass('ms_smt_migrations') AND attname = 'checksum' \
+         AND NOT attisdropped";
+    const LEDGER_CHECKSUMS: &'static str =
+        "ALTER TABLE ms_smt_migrations ADD COLUMN checksum BYTEA";
     const BEGIN_WRITE: Option<&'static str> = None;
     /// sqlx's savepoints are not safe to cancel (see [`write_commits`](Dialect::write_commits)).
     const SAVEPOINTS: bool = false;
@@ -191,27 +241,32 @@ impl Dialect for PgConnection {
     const HAS_LEDGER: &'static str =
         "SELECT CAST(1 AS BIGINT) WHERE to_regclass('ms_smt_migrations') IS NOT NULL";
 
-    fn bounded<F, T>(round_trip: F) -> Bounded<F>
+    fn bounded_by<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
     where
         F: std::future::Future<Output = Result<T, sqlx::Error>>,
     {
-        Bounded::new(round_trip, reply_wait::postgres_reply_wait())
+        Bounded::new(round_trip, wait.get())
     }
 
-    async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
+    async fn execute(&mut self, wait: ReplyWait, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Ok(Self::bounded(query.execute(&mut *self))
+        Ok(Self::bounded_by(wait, query.execute(&mut *self))
             .await?
             .rows_affected())
     }
 
-    async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
+    async fn fetch_all<T: Shared>(
+        &mut self,
+        wait: ReplyWait,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+    ) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Self::bounded(query.fetch_all(&mut *self)).await
+        Self::bounded_by(wait, query.fetch_all(&mut *self)).await
     }
 
-    async fn run_ddl(&mut self, sql: &'static str) -> Res<()> {
-        Self::bounded(Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
+    async fn run_ddl(&mut self, wait: ReplyWait, sql: &'static str) -> Res<()> {
+        Self::bounded_by(wait, Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
         Ok(())
     }
 
@@ -227,12 +282,13 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         if spaces.len() > MAX_NAME_LOCKS {
-            return xact_lock(self, STORE_LOCK).await;
+            return xact_lock(self, first.reply_wait, STORE_LOCK).await;
         }
         // The subquery's rows come in their sorted order, the store lock
         // first, and the locks are taken in that order.
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query(
                 "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
                          ELSE pg_advisory_xact_lock(k) END FROM ( \
@@ -250,8 +306,8 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    async fn lock_migrations(&mut self) -> Res<()> {
-        xact_lock(self, MIGRATION_LOCK).await
+    async fn lock_migrations(&mut self, wait: ReplyWait) -> Res<()> {
+        xact_lock(self, wait, MIGRATION_LOCK).await
     }
 
     async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
@@ -261,7 +317,8 @@ impl Dialect for PgConnection {
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         let heights: Vec<i32> = spaces.iter().map(|s| height_sql(s.height)).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query(
                 "INSERT INTO ms_smt_namespaces (name, height) \
              SELECT * FROM UNNEST($1::text[], $2::int4[]) ORDER BY 1 \
@@ -281,7 +338,8 @@ impl Dialect for PgConnection {
         };
         first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded(
+        Self::bounded_by(
+            first.reply_wait,
             sqlx::query_as(
                 "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
                  (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
@@ -309,7 +367,11 @@ impl Dialect for PgConnection {
     /// savepoint: see [`write_commits`](Dialect::write_commits) for why).
     async fn guard_walk(&mut self, space: &NamespaceState) -> Res<()> {
         space.counters.round_trip(1);
-        Self::bounded(sqlx::query("SET LOCAL jit = off").execute(&mut *self)).await?;
+        Self::bounded_by(
+            space.reply_wait,
+            sqlx::query("SET LOCAL jit = off").execute(&mut *self),
+        )
+        .await?;
         Ok(())
     }
 
@@ -336,7 +398,8 @@ impl Dialect for PgConnection {
             return Ok(out);
         };
         first.space.counters.round_trip(1);
-        let rows = Self::bounded(
+        let rows = Self::bounded_by(
+            first.space.reply_wait,
             sqlx::query(walk_sql())
                 .bind(starts.walk)
                 .bind(starts.ns)
@@ -373,7 +436,8 @@ impl Dialect for PgConnection {
         }
         let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
         first.space.counters.round_trip(1);
-        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
+            first.space.reply_wait,
             sqlx::query_as(READ_ROWS)
                 .bind(index)
                 .bind(ns)
@@ -399,7 +463,8 @@ impl Dialect for PgConnection {
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
         let (paths, depths) = key_arrays(keys.iter());
         space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded(
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
+            space.reply_wait,
             sqlx::query_as(READ_ROWS_AT)
                 .bind(info.id)
                 .bind(paths)
@@ -459,7 +524,7 @@ impl Dialect for PgConnection {
             }
         }
         first.space.counters.round_trip(1);
-        Self::bounded(sqlx::query(
+        Self::bounded_by(first.space.reply_wait, sqlx::query(
             "WITH kept AS ( \
                  INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
                  SELECT n.ns, n.path, n.depth, n.version, k.v, n.body \
@@ -534,7 +599,8 @@ impl Dialect for PgConnection {
     /// One statement (see [`write_commits`](Dialect::write_commits) for why).
     async fn clear(&mut self, space: &NamespaceState, state: &NsState) -> Res<()> {
         space.counters.round_trip(1);
-        Self::bounded(
+        Self::bounded_by(
+            space.reply_wait,
             sqlx::query(
                 "WITH kept AS ( \
              INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
@@ -765,8 +831,9 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
 }
 
 /// The exclusive advisory lock `key`, until the transaction ends.
-async fn xact_lock(conn: &mut PgConnection, key: i64) -> Res<()> {
-    PgConnection::bounded(
+async fn xact_lock(conn: &mut PgConnection, wait: ReplyWait, key: i64) -> Res<()> {
+    PgConnection::bounded_by(
+        wait,
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(key)
             .execute(conn),

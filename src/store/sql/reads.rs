@@ -80,6 +80,7 @@ pub(crate) async fn rows_after_on<C: Dialect>(
         // Postgres then returns the index order.
         ReadAt::Current => {
             conn.fetch_all(
+                space.reply_wait,
                 "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata \
                  WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \
                  ORDER BY path, ms_smt_strata.depth LIMIT $5"
@@ -93,6 +94,7 @@ pub(crate) async fn rows_after_on<C: Dialect>(
             let mut args = args.to_vec();
             args.push(Arg::Int(version_to_sql(v)));
             conn.fetch_all(
+                space.reply_wait,
                 "SELECT path, CAST(depth AS BIGINT), body FROM ( \
                      SELECT * FROM (SELECT path, depth, body FROM ms_smt_strata \
                          WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \

@@ -118,6 +118,22 @@ impl ReplicaSet {
         self
     }
 
+    /// This set bounding every round trip to its servers, the primary's
+    /// and the standbys', by `wait` for the reply
+    /// ([`PostgresStore::with_reply_wait`]; by default each store's own,
+    /// which follows the process default unless set).
+    pub fn with_reply_wait(self, wait: Option<Duration>) -> Self {
+        ReplicaSet {
+            primary: self.primary.with_reply_wait(wait),
+            standbys: self
+                .standbys
+                .into_iter()
+                .map(|s| s.with_reply_wait(wait))
+                .collect(),
+            ..self
+        }
+    }
+
     /// This set answering a standby that lags past the wait bound with
     /// `on_lag` (default [`OnLag::Primary`]).
     pub fn on_lag(mut self, on_lag: OnLag) -> Self {
@@ -169,9 +185,11 @@ impl ReplicaSet {
     /// page's end and would never reach it. The token is that page end.
     pub async fn commit_token(&self) -> Res<CommitToken> {
         self.primary.space.counters.round_trip(1);
-        let (lsn, block, segment): (i64, i64, i64) =
-            PgConnection::bounded(sqlx::query_as(INSERT_LSN).fetch_one(self.primary.pool()))
-                .await?;
+        let (lsn, block, segment): (i64, i64, i64) = PgConnection::bounded_by(
+            self.primary.space.reply_wait,
+            sqlx::query_as(INSERT_LSN).fetch_one(self.primary.pool()),
+        )
+        .await?;
         let [lsn, block, segment] = [lsn, block, segment].map(|v| u64::try_from(v).unwrap_or(0));
         Ok(CommitToken::from_lsn(last_record_end(lsn, block, segment)))
     }
@@ -238,8 +256,11 @@ async fn wait_for(
     let mut pause = Duration::from_millis(1);
     loop {
         standby.space.counters.round_trip(1);
-        let (recovering, replayed): (bool, Option<i64>) =
-            PgConnection::bounded(sqlx::query_as(REPLAY_LSN).fetch_one(&mut *conn.conn())).await?;
+        let (recovering, replayed): (bool, Option<i64>) = PgConnection::bounded_by(
+            standby.space.reply_wait,
+            sqlx::query_as(REPLAY_LSN).fetch_one(&mut *conn.conn()),
+        )
+        .await?;
         let replayed = replayed.map_or(CommitToken::from_lsn(0), self::token);
         if !recovering || replayed >= token {
             return Ok(());

@@ -11,9 +11,22 @@
 //! after a cut connection), and the connection is closed. Pool checkouts
 //! are bounded by the pool's own acquire timeout (30 s in sqlx).
 //!
-//! One setting for the process:
-//! statements are sent from code generic over both engines, where no
-//! store handle is at hand.
+//! A value on the store handle: [`PostgresStore::with_reply_wait`]
+//! (shared by the handle's clones, its [`open_namespace`] handles and the
+//! stores of its transactions and snapshots; [`ReplicaSet::with_reply_wait`]
+//! for a primary and its standbys), so two handles of one process may
+//! wait differently. A handle without one follows the process default,
+//! [`set_postgres_reply_wait`] (by default [`DEFAULT_POSTGRES_REPLY_WAIT`]),
+//! read at each round trip.
+//!
+//! The wait travels with the namespace state every statement of a handle
+//! is sent with ([`ReplyWait`], `space.rs`), into the code generic over
+//! both engines ([`Dialect::bounded_by`]).
+//!
+//! [`PostgresStore::with_reply_wait`]: super::SqlStore::with_reply_wait
+//! [`open_namespace`]: super::SqlStore::open_namespace
+//! [`ReplicaSet::with_reply_wait`]: super::ReplicaSet::with_reply_wait
+//! [`Dialect::bounded_by`]: super::dialect::Dialect::bounded_by
 
 // SQLite builds use only `Bounded`, without a bound.
 #![cfg_attr(not(feature = "postgres"), allow(dead_code))]
@@ -35,10 +48,12 @@ use super::error::{Res, SqlStoreError};
 /// HAProxy the sessions are cut within seconds anyway).
 pub const DEFAULT_POSTGRES_REPLY_WAIT: Duration = Duration::from_secs(120);
 
-/// The bound in milliseconds; `u64::MAX` is "no bound".
+/// The process default in milliseconds; `u64::MAX` is "no bound".
 static REPLY_WAIT_MS: AtomicU64 = AtomicU64::new(DEFAULT_POSTGRES_REPLY_WAIT.as_secs() * 1000);
 
-/// Sets how long any Postgres round trip of this process waits for the
+/// Sets the process default: how long the Postgres round trips of handles
+/// without a wait of their own
+/// ([`with_reply_wait`](super::SqlStore::with_reply_wait)) wait for the
 /// server's reply (`None`: without bound, the behaviour of sqlx). Applies
 /// to round trips that start after the call.
 pub fn set_postgres_reply_wait(wait: Option<Duration>) {
@@ -48,12 +63,35 @@ pub fn set_postgres_reply_wait(wait: Option<Duration>) {
     REPLY_WAIT_MS.store(ms, Ordering::Relaxed);
 }
 
-/// How long a Postgres round trip waits for the server's reply
-/// ([`set_postgres_reply_wait`]; by default [`DEFAULT_POSTGRES_REPLY_WAIT`]).
+/// The process default of how long a Postgres round trip waits for the
+/// server's reply ([`set_postgres_reply_wait`]; by default
+/// [`DEFAULT_POSTGRES_REPLY_WAIT`]). A handle may have its own
+/// ([`reply_wait`](super::SqlStore::reply_wait)).
 pub fn postgres_reply_wait() -> Option<Duration> {
     match REPLY_WAIT_MS.load(Ordering::Relaxed) {
         u64::MAX => None,
         ms => Some(Duration::from_millis(ms)),
+    }
+}
+
+/// A handle's bound on a Postgres reply: its own, or the process default
+/// as it is at each round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplyWait {
+    /// The process default ([`postgres_reply_wait`]).
+    #[default]
+    Default,
+    /// The handle's own (`None`: without bound).
+    Own(Option<Duration>),
+}
+
+impl ReplyWait {
+    /// The bound now.
+    pub fn get(self) -> Option<Duration> {
+        match self {
+            ReplyWait::Default => postgres_reply_wait(),
+            ReplyWait::Own(wait) => wait,
+        }
     }
 }
 

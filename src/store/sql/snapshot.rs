@@ -59,7 +59,8 @@ impl ReadSnapshot {
         served_by: ServedBy,
     ) -> Res<Self> {
         store.space.counters.round_trip(1);
-        PgConnection::bounded(
+        PgConnection::bounded_by(
+            store.space.reply_wait,
             sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 .execute(&mut *conn.conn()),
         )
@@ -93,7 +94,11 @@ impl ReadSnapshot {
     /// pool.
     pub async fn finish(mut self) -> Res<()> {
         self.store.space.counters.round_trip(1);
-        PgConnection::bounded(sqlx::query("COMMIT").execute(&mut *self.conn.conn())).await?;
+        PgConnection::bounded_by(
+            self.store.space.reply_wait,
+            sqlx::query("COMMIT").execute(&mut *self.conn.conn()),
+        )
+        .await?;
         self.conn.release();
         Ok(())
     }

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::error::{Res, SqlStoreError};
+use super::reply_wait::ReplyWait;
 use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -56,11 +57,15 @@ impl InfoCell {
 }
 
 /// What every handle on one namespace carries: its name, the height it
-/// creates the namespace with, the id once known, counters and memory.
+/// creates the namespace with, its Postgres reply wait, the id once known,
+/// counters and memory.
 #[derive(Debug)]
 pub struct NamespaceState {
     pub name: Arc<str>,
     pub height: StratumHeight,
+    /// How long the handle's Postgres round trips wait for a reply: every
+    /// statement sent for this namespace is bounded by it.
+    pub reply_wait: ReplyWait,
     pub info: InfoCell,
     pub counters: Counters,
     pub recent: RecentNodes,
@@ -107,9 +112,20 @@ const MEMO_ROWS: usize = 1 << 16;
 
 impl NamespaceState {
     pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<NamespaceState> {
+        Self::waiting(name, height, recent, ReplyWait::Default)
+    }
+
+    /// [`new`](Self::new), with the reply wait `reply_wait`.
+    pub fn waiting(
+        name: &str,
+        height: StratumHeight,
+        recent: usize,
+        reply_wait: ReplyWait,
+    ) -> Arc<NamespaceState> {
         Arc::new(NamespaceState {
             name: Arc::from(name),
             height,
+            reply_wait,
             info: InfoCell::default(),
             counters: Counters::default(),
             recent: RecentNodes::new(recent),

@@ -22,7 +22,9 @@
 //!   same writes run under a savepoint, and commit or roll back with the
 //!   caller's own rows.
 //! * The schema is versioned ([`SqliteStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened.
+//!   by an earlier schema of this release line is upgraded when opened, and
+//!   one whose applied migrations differ from this crate's is refused
+//!   (checked migrations: `schema.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -41,6 +43,7 @@ use super::dialect::{
 use super::error::Res;
 use super::handle::{SqlStore, SqlTxStore};
 use super::packed::{INDEX_CTE, MAX_ROWS, PackedRow, PackedRows, PackedTexts, count, push_int};
+use super::reply_wait::ReplyWait;
 use super::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
@@ -238,8 +241,12 @@ impl Dialect for SqliteConnection {
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version INTEGER PRIMARY KEY NOT NULL,
                     description TEXT NOT NULL,
-                    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+                    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+                    checksum BLOB
                 )";
+    const HAS_CHECKSUMS: &'static str = "SELECT CAST(1 AS BIGINT) \
+         FROM pragma_table_info('ms_smt_migrations') WHERE name = 'checksum'";
+    const LEDGER_CHECKSUMS: &'static str = "ALTER TABLE ms_smt_migrations ADD COLUMN checksum BLOB";
     /// Takes the write lock up front, so concurrent writers wait (busy
     /// timeout) instead of failing with "database is locked".
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
@@ -252,17 +259,23 @@ impl Dialect for SqliteConnection {
         sql.push('?');
     }
 
-    async fn execute(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
+    /// No bound on the reply (`_wait`): SQLite runs in the process.
+    async fn execute(&mut self, _wait: ReplyWait, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Sqlite>(args)?);
         Ok(query.execute(&mut *self).await?.rows_affected())
     }
 
-    async fn fetch_all<T: Shared>(&mut self, sql: SqlStr, args: &[Arg<'_>]) -> Res<Vec<T>> {
+    async fn fetch_all<T: Shared>(
+        &mut self,
+        _wait: ReplyWait,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+    ) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Sqlite>(args)?);
         Ok(query.fetch_all(&mut *self).await?)
     }
 
-    async fn run_ddl(&mut self, sql: &'static str) -> Res<()> {
+    async fn run_ddl(&mut self, _wait: ReplyWait, sql: &'static str) -> Res<()> {
         Executor::execute(&mut *self, sqlx::raw_sql(sql)).await?;
         Ok(())
     }
@@ -274,7 +287,7 @@ impl Dialect for SqliteConnection {
     }
 
     /// `BEGIN IMMEDIATE` holds the write lock already.
-    async fn lock_migrations(&mut self) -> Res<()> {
+    async fn lock_migrations(&mut self, _wait: ReplyWait) -> Res<()> {
         Ok(())
     }
 
@@ -293,7 +306,13 @@ impl Dialect for SqliteConnection {
              INSERT INTO ms_smt_namespaces (name, height) SELECT name, int FROM k WHERE true \
              ON CONFLICT (name) DO NOTHING"
         );
-        Dialect::execute(self, AssertSqlSafe(sql).into_sql_str(), &texts_args(&names)).await?;
+        Dialect::execute(
+            self,
+            NO_WAIT,
+            AssertSqlSafe(sql).into_sql_str(),
+            &texts_args(&names),
+        )
+        .await?;
         Ok(())
     }
 
@@ -309,7 +328,13 @@ impl Dialect for SqliteConnection {
                  (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), n.journal_from \
              FROM k CROSS JOIN ms_smt_namespaces n ON n.name = k.name"
         );
-        Dialect::fetch_all(self, AssertSqlSafe(sql).into_sql_str(), &texts_args(&names)).await
+        Dialect::fetch_all(
+            self,
+            NO_WAIT,
+            AssertSqlSafe(sql).into_sql_str(),
+            &texts_args(&names),
+        )
+        .await
     }
 
     fn walk_needs_guard(_: bool, _: usize) -> bool {
@@ -382,8 +407,13 @@ impl Dialect for SqliteConnection {
         for chunk in PackedRows::chunks(rows) {
             first.space.counters.round_trip(1);
             let args = packed_args(&chunk, Columns::KEYS);
-            let rows: Vec<(i64, Vec<u8>, i64, Vec<u8>)> =
-                Dialect::fetch_all(self, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
+            let rows: Vec<(i64, Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(
+                self,
+                NO_WAIT,
+                AssertSqlSafe(sql.clone()).into_sql_str(),
+                &args,
+            )
+            .await?;
             for (ns, path, depth, body) in rows {
                 if let Some(rows) = by_ns.get(&ns).and_then(|r| out.get_mut(*r)) {
                     rows.extend(keyed_rows(vec![(path, depth, body)]));
@@ -427,8 +457,13 @@ impl Dialect for SqliteConnection {
         for chunk in PackedRows::chunks(rows) {
             space.counters.round_trip(1);
             let args = packed_args(&chunk, Columns::KEYS | Columns::A);
-            let rows: Vec<(Vec<u8>, i64, Vec<u8>)> =
-                Dialect::fetch_all(self, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
+            let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(
+                self,
+                NO_WAIT,
+                AssertSqlSafe(sql.clone()).into_sql_str(),
+                &args,
+            )
+            .await?;
             out.extend(keyed_rows(rows));
         }
         Ok(out)
@@ -578,6 +613,10 @@ impl Dialect for SqliteConnection {
     }
 }
 
+/// The reply wait of the statements this file sends itself: none (SQLite
+/// runs in the process; see [`Dialect::bounded_by`]).
+const NO_WAIT: ReplyWait = ReplyWait::Default;
+
 /// The packed columns a statement reads, and so binds: always `?1`
 /// namespaces, `?2` the count, `?3` paths and `?4` depths; then, in this
 /// order and numbered on, bodies (three parameters), the first integers
@@ -679,7 +718,13 @@ async fn execute_packed<'a>(
     for chunk in PackedRows::chunks(rows) {
         counters.round_trip(1);
         let args = packed_args(&chunk, columns);
-        Dialect::execute(&mut *conn, AssertSqlSafe(sql.clone()).into_sql_str(), &args).await?;
+        Dialect::execute(
+            &mut *conn,
+            NO_WAIT,
+            AssertSqlSafe(sql.clone()).into_sql_str(),
+            &args,
+        )
+        .await?;
     }
     Ok(())
 }
@@ -804,7 +849,7 @@ async fn set_roots(
         Arg::Bytes(&sums),
         Arg::Bytes(&versions),
     ];
-    Dialect::execute(conn, AssertSqlSafe(sql).into_sql_str(), &args).await?;
+    Dialect::execute(conn, NO_WAIT, AssertSqlSafe(sql).into_sql_str(), &args).await?;
     Ok(())
 }
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use sqlx_core::transaction::TransactionManager;
 
-use super::dialect::{Dialect, begin_write};
+use super::dialect::{Dialect, begin_write_by};
 use super::error::{Res, SqlStoreError};
+use super::reply_wait::ReplyWait;
 use super::space::NamespaceState;
 
 /// A pooled connection for one transaction that goes back to the pool
@@ -134,12 +135,12 @@ where
     let (pool, space) = (pool.clone(), space.clone());
     detached_store(move |caller_gone| async move {
         let mut conn = TxConnection::acquire(&pool).await?;
-        let mut tx = begin_write(conn.conn()).await?;
+        let mut tx = begin_write_by(conn.conn(), space.reply_wait).await?;
         let out = work(&mut *tx, &space).await?;
         if caller_gone.get() {
-            C::bounded(tx.rollback()).await?;
+            C::bounded_by(space.reply_wait, tx.rollback()).await?;
         } else {
-            C::bounded(tx.commit()).await?;
+            C::bounded_by(space.reply_wait, tx.commit()).await?;
         }
         conn.release();
         Ok(out)
@@ -159,17 +160,19 @@ type Manager<C> = <<C as sqlx::Connection>::Database as sqlx::Database>::Transac
 /// server rolls the transaction back and the pool never sees it.
 pub(crate) struct OwnedTx<C: Dialect> {
     conn: TxConnection<C::Database>,
+    /// The handle's bound on each reply.
+    wait: ReplyWait,
 }
 
 impl<C: Dialect> OwnedTx<C> {
     /// A connection from `pool` with a write transaction begun on it
     /// (`BEGIN IMMEDIATE` on SQLite: the database's write lock from the
-    /// start).
-    pub async fn begin(pool: &sqlx::Pool<C::Database>) -> Res<Self> {
+    /// start), every reply of the transaction bounded by `wait`.
+    pub async fn begin(pool: &sqlx::Pool<C::Database>, wait: ReplyWait) -> Res<Self> {
         let mut conn = TxConnection::acquire(pool).await?;
         let begin = C::BEGIN_WRITE.map(sqlx::SqlStr::from_static);
-        C::bounded(Manager::<C>::begin(conn.conn(), begin)).await?;
-        Ok(OwnedTx { conn })
+        C::bounded_by(wait, Manager::<C>::begin(conn.conn(), begin)).await?;
+        Ok(OwnedTx { conn, wait })
     }
 
     /// The connection, inside the transaction.
@@ -189,11 +192,11 @@ impl<C: Dialect> OwnedTx<C> {
 
     /// COMMIT (`commit`) or ROLLBACK, then the connection back to the pool.
     async fn end(mut self, commit: bool) -> Res<()> {
-        let conn = self.conn.conn();
+        let (conn, wait) = (self.conn.conn(), self.wait);
         if commit {
-            C::bounded(Manager::<C>::commit(conn)).await?;
+            C::bounded_by(wait, Manager::<C>::commit(conn)).await?;
         } else {
-            C::bounded(Manager::<C>::rollback(conn)).await?;
+            C::bounded_by(wait, Manager::<C>::rollback(conn)).await?;
         }
         self.conn.release();
         Ok(())
