@@ -24,6 +24,7 @@ mod space;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod token;
+mod tokens;
 mod tx;
 
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
@@ -43,3 +44,4 @@ pub use snapshot::{ReadSnapshot, ServedBy};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
 pub use token::CommitToken;
+pub use tokens::TokenRecord;
