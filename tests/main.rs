@@ -27,6 +27,7 @@ mod cli;
 #[cfg(all(feature = "cli", feature = "sqlite", feature = "postgres"))]
 mod cli_tapd;
 mod federation;
+mod federation_access;
 mod forest;
 mod layers;
 mod multiproof;
