@@ -153,7 +153,8 @@ async fn run(n: u64, sets: Vec<u64>, dir: PathBuf, journal: bool, how: Exposure)
         "access control {}, {}, rate limit {}",
         if how.access { "on (read token)" } else { "off" },
         if how.tls { "TLS" } else { "plain HTTP" },
-        how.rate.map_or("off".to_owned(), |q| format!("{q} req/s burst 10"))
+        how.rate
+            .map_or("off".to_owned(), |q| format!("{q} req/s burst 10"))
     );
     let local = CompactedTree::new(local_db.open_namespace(NS));
     println!(

@@ -170,7 +170,13 @@ fn client(ip: Ipv4Addr, trust: &Trust, max_idle: usize) -> Res<Raw> {
 }
 
 /// One request; the status (None: no answer).
-async fn send(c: &Raw, auth: Option<&str>, method: Method, url: &str, body: Bytes) -> Option<StatusCode> {
+async fn send(
+    c: &Raw,
+    auth: Option<&str>,
+    method: Method,
+    url: &str,
+    body: Bytes,
+) -> Option<StatusCode> {
     let mut request = Request::builder().method(method).uri(url);
     if let Some(auth) = auth {
         request = request.header(hyper::header::AUTHORIZATION, auth);
@@ -216,10 +222,18 @@ async fn honest_loop(
             hex::encode(&value)
         );
         let (method, url, body) = if i % 2 == 0 {
-            (Method::POST, format!("{base}/v1/{HONEST}/leaves"), Bytes::from(body))
+            (
+                Method::POST,
+                format!("{base}/v1/{HONEST}/leaves"),
+                Bytes::from(body),
+            )
         } else {
             let k = key("honest", i - 1);
-            (Method::GET, format!("{base}/v1/{HONEST}/proof/{}", k.to_hex()), Bytes::new())
+            (
+                Method::GET,
+                format!("{base}/v1/{HONEST}/proof/{}", k.to_hex()),
+                Bytes::new(),
+            )
         };
         let write = method == Method::POST;
         let started = Instant::now();
@@ -325,8 +339,18 @@ fn matrix_requests(t: &Tokens) -> Vec<(Option<String>, Method, String, Bytes)> {
             creds.push(Some(t.write_a.clone()));
         }
         for cred in &creds {
-            out.push((cred.clone(), Method::POST, format!("/v1/{ns}/leaves"), leaf.clone()));
-            out.push((cred.clone(), Method::POST, format!("/v1/{ns}/leaves"), del.clone()));
+            out.push((
+                cred.clone(),
+                Method::POST,
+                format!("/v1/{ns}/leaves"),
+                leaf.clone(),
+            ));
+            out.push((
+                cred.clone(),
+                Method::POST,
+                format!("/v1/{ns}/leaves"),
+                del.clone(),
+            ));
         }
         // Creating a namespace: an admin's only; a write token is not.
         for cred in bad.iter().chain([&Some(t.write_a.clone())]) {
@@ -350,7 +374,12 @@ fn body_requests(t: &Tokens, root: &str) -> Vec<(Option<String>, Method, String,
     let reader = Some(t.many[0].clone());
     let leaves = |n: usize| {
         let list: Vec<String> = (0..n)
-            .map(|i| format!(r#"{{"key":"{}","value":"00","sum":1}}"#, key("many", i as u64).to_hex()))
+            .map(|i| {
+                format!(
+                    r#"{{"key":"{}","value":"00","sum":1}}"#,
+                    key("many", i as u64).to_hex()
+                )
+            })
             .collect();
         Bytes::from(format!("[{}]", list.join(",")))
     };
@@ -368,10 +397,30 @@ fn body_requests(t: &Tokens, root: &str) -> Vec<(Option<String>, Method, String,
     ));
     let leaves_url = format!("/v1/{ATTACKER}/leaves");
     vec![
-        (auth.clone(), Method::POST, leaves_url.clone(), Bytes::from_static(b"[{\"key\":")),
-        (auth.clone(), Method::POST, leaves_url.clone(), Bytes::from_static(b"{\"x\":1}")),
-        (auth.clone(), Method::POST, leaves_url.clone(), Bytes::from(vec![b'['; 5 << 20])),
-        (auth.clone(), Method::POST, leaves_url.clone(), leaves(10_001)),
+        (
+            auth.clone(),
+            Method::POST,
+            leaves_url.clone(),
+            Bytes::from_static(b"[{\"key\":"),
+        ),
+        (
+            auth.clone(),
+            Method::POST,
+            leaves_url.clone(),
+            Bytes::from_static(b"{\"x\":1}"),
+        ),
+        (
+            auth.clone(),
+            Method::POST,
+            leaves_url.clone(),
+            Bytes::from(vec![b'['; 5 << 20]),
+        ),
+        (
+            auth.clone(),
+            Method::POST,
+            leaves_url.clone(),
+            leaves(10_001),
+        ),
         (
             reader.clone(),
             Method::GET,
@@ -384,7 +433,12 @@ fn body_requests(t: &Tokens, root: &str) -> Vec<(Option<String>, Method, String,
             format!("/v1/{VICTIM_A}/changes?since=0&limit=999999999999999999999999"),
             Bytes::new(),
         ),
-        (reader, Method::POST, format!("/v1/{VICTIM_A}/children"), children),
+        (
+            reader,
+            Method::POST,
+            format!("/v1/{VICTIM_A}/children"),
+            children,
+        ),
     ]
 }
 
@@ -416,7 +470,14 @@ async fn hammer(
                 let n = next.fetch_add(1, Ordering::Relaxed) as usize;
                 let (auth, method, path, body) = &requests[n % requests.len()];
                 let c = &clients[n % clients.len()];
-                let status = send(c, auth.as_deref(), method.clone(), &format!("{base}{path}"), body.clone()).await;
+                let status = send(
+                    c,
+                    auth.as_deref(),
+                    method.clone(),
+                    &format!("{base}{path}"),
+                    body.clone(),
+                )
+                .await;
                 tally.lock().await.add(status);
             }
         }));
@@ -424,7 +485,9 @@ async fn hammer(
     for t in tasks {
         let _ = t.await;
     }
-    Arc::try_unwrap(tally).map(|m| m.into_inner()).unwrap_or_default()
+    Arc::try_unwrap(tally)
+        .map(|m| m.into_inner())
+        .unwrap_or_default()
 }
 
 fn attacker_ip(block: u8, i: usize) -> Ipv4Addr {
@@ -434,15 +497,24 @@ fn attacker_ip(block: u8, i: usize) -> Ipv4Addr {
 /// `n` connections that each send half a request header, from
 /// `addresses` addresses; how long the server took to close them (the
 /// longest), and how many it closed within 10 s.
-async fn slowloris(server: SocketAddr, n: usize, addresses: usize, tls: bool) -> (Duration, usize, usize) {
+async fn slowloris(
+    server: SocketAddr,
+    n: usize,
+    addresses: usize,
+    tls: bool,
+) -> (Duration, usize, usize) {
     let mut conns = Vec::with_capacity(n);
     for i in 0..n {
         let ip = attacker_ip(3, i % addresses);
-        let Ok(socket) = TcpSocket::new_v4() else { break };
+        let Ok(socket) = TcpSocket::new_v4() else {
+            break;
+        };
         if socket.bind(SocketAddr::new(IpAddr::V4(ip), 0)).is_err() {
             continue;
         }
-        let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), socket.connect(server)).await else {
+        let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(2), socket.connect(server)).await
+        else {
             continue;
         };
         // Half a header (or, on TLS, half a ClientHello's worth of bytes).
@@ -492,7 +564,9 @@ async fn conn_flood(server: SocketAddr, stop: Arc<AtomicBool>) -> u64 {
         tasks.push(tokio::spawn(async move {
             let ip = attacker_ip(4, t);
             while !stop.load(Ordering::Relaxed) {
-                let Ok(socket) = TcpSocket::new_v4() else { continue };
+                let Ok(socket) = TcpSocket::new_v4() else {
+                    continue;
+                };
                 if socket.bind(SocketAddr::new(IpAddr::V4(ip), 0)).is_err() {
                     continue;
                 }
@@ -565,7 +639,10 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     if tls {
-        cmd.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(&key_file);
+        cmd.arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key_file);
     }
     let mut child = cmd.spawn()?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
@@ -596,8 +673,16 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
     tokio::time::sleep(Duration::from_secs(1)).await;
     let guarded_before = guarded(&db).await?;
     let victim_root = match &db {
-        Database::Sqlite(s) => ms_smt::CompactedTree::new(s.open_namespace(VICTIM_A)).root().await?,
-        Database::Postgres(s) => ms_smt::CompactedTree::new(s.open_namespace(VICTIM_A)).root().await?,
+        Database::Sqlite(s) => {
+            ms_smt::CompactedTree::new(s.open_namespace(VICTIM_A))
+                .root()
+                .await?
+        }
+        Database::Postgres(s) => {
+            ms_smt::CompactedTree::new(s.open_namespace(VICTIM_A))
+                .root()
+                .await?
+        }
     };
 
     println!(
@@ -652,7 +737,9 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
                 "none".to_owned()
             }
             "matrix" => {
-                let clients = (0..50).map(|i| client(attacker_ip(1, i), &trust, 4)).collect::<Res<Vec<_>>>()?;
+                let clients = (0..50)
+                    .map(|i| client(attacker_ip(1, i), &trust, 4))
+                    .collect::<Res<Vec<_>>>()?;
                 let requests = matrix_requests(&tokens);
                 let tally = hammer(clients, &base, requests, 32, stop.clone()).await;
                 unauthorized_2xx += tally
@@ -665,7 +752,9 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
                 tally.line()
             }
             "bodies" => {
-                let clients = (0..20).map(|i| client(attacker_ip(2, i), &trust, 4)).collect::<Res<Vec<_>>>()?;
+                let clients = (0..20)
+                    .map(|i| client(attacker_ip(2, i), &trust, 4))
+                    .collect::<Res<Vec<_>>>()?;
                 let tally = hammer(
                     clients,
                     &base,
@@ -693,21 +782,40 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
             }
             "flood-1-addr" => {
                 let c = client(attacker_ip(5, 0), &trust, 64)?;
-                let requests = vec![(None, Method::GET, format!("/v1/{VICTIM_A}/root"), Bytes::new())];
+                let requests = vec![(
+                    None,
+                    Method::GET,
+                    format!("/v1/{VICTIM_A}/root"),
+                    Bytes::new(),
+                )];
                 let tally = hammer(vec![c], &base, requests, 64, stop.clone()).await;
                 let _ = timer.await;
                 tally.line()
             }
             "flood-tokens" => {
-                let clients = (0..10).map(|i| client(attacker_ip(6, i), &trust, 8)).collect::<Res<Vec<_>>>()?;
+                let clients = (0..10)
+                    .map(|i| client(attacker_ip(6, i), &trust, 8))
+                    .collect::<Res<Vec<_>>>()?;
                 let mut requests: Vec<_> = tokens
                     .many
                     .iter()
-                    .map(|t| (Some(t.clone()), Method::GET, format!("/v1/{VICTIM_B}/root"), Bytes::new()))
+                    .map(|t| {
+                        (
+                            Some(t.clone()),
+                            Method::GET,
+                            format!("/v1/{VICTIM_B}/root"),
+                            Bytes::new(),
+                        )
+                    })
                     .collect();
                 for i in 0..200 {
                     let wrong = format!("Bearer mssmt_{:064x}", i);
-                    requests.push((Some(wrong), Method::GET, format!("/v1/{VICTIM_B}/root"), Bytes::new()));
+                    requests.push((
+                        Some(wrong),
+                        Method::GET,
+                        format!("/v1/{VICTIM_B}/root"),
+                        Bytes::new(),
+                    ));
                 }
                 let tally = hammer(clients, &base, requests, 64, stop.clone()).await;
                 let _ = timer.await;
@@ -836,10 +944,18 @@ async fn throughput(
                 let k = key(&format!("cost-{round}-{t}"), i);
                 let (method, url, body) = if write {
                     let body = format!(r#"[{{"key":"{}","value":"01","sum":1}}]"#, k.to_hex());
-                    (Method::POST, format!("{base}/v1/{HONEST}/leaves"), Bytes::from(body))
+                    (
+                        Method::POST,
+                        format!("{base}/v1/{HONEST}/leaves"),
+                        Bytes::from(body),
+                    )
                 } else {
                     let k = key("honest-seed", i % 1_000);
-                    (Method::GET, format!("{base}/v1/{HONEST}/proof/{}", k.to_hex()), Bytes::new())
+                    (
+                        Method::GET,
+                        format!("{base}/v1/{HONEST}/proof/{}", k.to_hex()),
+                        Bytes::new(),
+                    )
                 };
                 match send(&c, Some(&auth), method, &url, body).await {
                     Some(s) if s.is_success() => done.fetch_add(1, Ordering::Relaxed),
@@ -898,7 +1014,12 @@ async fn cost(db_spec: String, secs: f64) -> Res<()> {
     let pairs: [(&str, &String, &String, bool); 3] = [
         ("proofs/s, plain (A) vs TLS (B)", &plain, &tls, false),
         ("1-leaf writes/s, plain (A) vs TLS (B)", &plain, &tls, true),
-        ("proofs/s, token cache 1 s (A) vs 0 (B)", &plain, &uncached, false),
+        (
+            "proofs/s, token cache 1 s (A) vs 0 (B)",
+            &plain,
+            &uncached,
+            false,
+        ),
     ];
     let mut round = 0;
     for (what, a, b, write) in pairs {
@@ -933,7 +1054,9 @@ fn main() -> ExitCode {
         }
     };
     if args.iter().any(|a| a == "--serve") {
-        let tls = get("--tls-cert").zip(get("--tls-key")).map(|(c, k)| (PathBuf::from(c), PathBuf::from(k)));
+        let tls = get("--tls-cert")
+            .zip(get("--tls-key"))
+            .map(|(c, k)| (PathBuf::from(c), PathBuf::from(k)));
         let (Some(db), Some(listen)) = (get("--db"), get("--listen")) else {
             return ExitCode::FAILURE;
         };
@@ -955,12 +1078,18 @@ fn main() -> ExitCode {
         };
     }
     let Some(db) = get("--db") else {
-        eprintln!("usage: federation_campaign --db <sqlite path | postgres URL> --tls yes|no [--phase-secs 6] [--half-open 10000]");
+        eprintln!(
+            "usage: federation_campaign --db <sqlite path | postgres URL> --tls yes|no [--phase-secs 6] [--half-open 10000]"
+        );
         return ExitCode::FAILURE;
     };
     let tls = get("--tls").as_deref() == Some("yes");
-    let phase_secs = get("--phase-secs").and_then(|v| v.parse().ok()).unwrap_or(6);
-    let half_open = get("--half-open").and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let phase_secs = get("--phase-secs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let half_open = get("--half-open")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     match rt.block_on(campaign(db, tls, phase_secs, half_open)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {

@@ -14,19 +14,22 @@
 # need 10,000 descriptors in the campaign and up to the server's connection
 # cap in the server. Every log goes to target/federation-campaign/<UTC time>/.
 #
-# Usage: scripts/federation-campaign.sh [--phase-secs N] [--half-open N] [--cost-secs N]
+# Usage: scripts/federation-campaign.sh [--phase-secs N] [--half-open N] [--cost-secs N] [--no-build]
+# (--no-build: use the example binary already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PHASE=6
 HALF_OPEN=10000
 COST=5
+BUILD=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --phase-secs) PHASE="$2"; shift 2 ;;
         --half-open) HALF_OPEN="$2"; shift 2 ;;
         --cost-secs) COST="$2"; shift 2 ;;
-        *) echo "usage: $0 [--phase-secs N] [--half-open N] [--cost-secs N]" >&2; exit 2 ;;
+        --no-build) BUILD=0; shift ;;
+        *) echo "usage: $0 [--phase-secs N] [--half-open N] [--cost-secs N] [--no-build]" >&2; exit 2 ;;
     esac
 done
 
@@ -40,7 +43,7 @@ echo "descriptor limit: $(ulimit -n)" >&2
 
 LOG_DIR="target/federation-campaign/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$LOG_DIR"
-cargo build --release --all-features --example federation_campaign >&2
+[[ $BUILD -eq 1 ]] && cargo build --release --all-features --example federation_campaign >&2
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/federation_campaign"
 
 WORK="$(mktemp -d /tmp/mssmt-fed-campaign.XXXXXX)"

@@ -581,7 +581,11 @@ async fn a_forest_server_keeps_its_parent_in_step() {
         b"[]",
     )
     .await;
-    assert_eq!(before.0, StatusCode::NOT_FOUND, "no write creates a namespace");
+    assert_eq!(
+        before.0,
+        StatusCode::NOT_FOUND,
+        "no write creates a namespace"
+    );
     for i in 0..8 {
         let url = format!("{url}/v1/{p}-{i}");
         let (status, _, _) = send_as(&client, Some(&admin), Method::PUT, &url, b"").await;

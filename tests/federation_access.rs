@@ -137,7 +137,8 @@ async fn creds(db: &Database, a: &str) -> Creds {
     };
     let revoked = make(&format!("write:{a}"), None).await;
     assert!(db.revoke_token(&revoked.record.id).await.expect("revoke"));
-    let bearer = |t: ms_smt::federation::access::IssuedToken| format!("Bearer {}", t.secret.expose());
+    let bearer =
+        |t: ms_smt::federation::access::IssuedToken| format!("Bearer {}", t.secret.expose());
     Creds {
         read_a: bearer(make(&format!("read:{a}"), None).await),
         write_a: bearer(make(&format!("write:{a}"), None).await),
@@ -151,11 +152,24 @@ async fn creds(db: &Database, a: &str) -> Creds {
 fn routes(ns: &str, root: &str) -> Vec<(&'static str, Method, String, Vec<u8>)> {
     let key = hkey("matrix", 1).to_hex();
     let leaf = format!(r#"[{{"key":"{key}","value":"0bad","sum":7}}]"#);
-    let delete = format!(r#"[{{"key":"{}","value":"","sum":0}}]"#, hkey("a", 0).to_hex());
+    let delete = format!(
+        r#"[{{"key":"{}","value":"","sum":0}}]"#,
+        hkey("a", 0).to_hex()
+    );
     vec![
         ("admin", Method::PUT, format!("/v1/{ns}"), vec![]),
-        ("write", Method::POST, format!("/v1/{ns}/leaves"), leaf.into_bytes()),
-        ("write", Method::POST, format!("/v1/{ns}/leaves"), delete.into_bytes()),
+        (
+            "write",
+            Method::POST,
+            format!("/v1/{ns}/leaves"),
+            leaf.into_bytes(),
+        ),
+        (
+            "write",
+            Method::POST,
+            format!("/v1/{ns}/leaves"),
+            delete.into_bytes(),
+        ),
         ("read", Method::GET, format!("/v1/{ns}/root"), vec![]),
         ("read", Method::GET, format!("/v1/{ns}/proof/{key}"), vec![]),
         (
@@ -164,12 +178,22 @@ fn routes(ns: &str, root: &str) -> Vec<(&'static str, Method, String, Vec<u8>)> 
             format!("/v1/{ns}/children"),
             format!(r#"{{"root":"{root}","sum":0,"prefixes":["00"]}}"#).into_bytes(),
         ),
-        ("read", Method::GET, format!("/v1/{ns}/changes?since=0"), vec![]),
+        (
+            "read",
+            Method::GET,
+            format!("/v1/{ns}/changes?since=0"),
+            vec![],
+        ),
     ]
 }
 
 /// A refusal: the status wanted, a JSON error, no token in it.
-fn refused(what: &str, want: StatusCode, (status, _, body): &(StatusCode, Option<String>, Bytes), secrets: &[&str]) {
+fn refused(
+    what: &str,
+    want: StatusCode,
+    (status, _, body): &(StatusCode, Option<String>, Bytes),
+    secrets: &[&str],
+) {
     assert_eq!(*status, want, "{what}: {}", String::from_utf8_lossy(body));
     let json: serde_json::Value = serde_json::from_slice(body).expect("JSON error body");
     let error = json["error"].as_str().unwrap_or_default();
@@ -267,19 +291,59 @@ async fn matrix<S>(
     for (ns, target) in [(&a, "A"), (&b, "B"), (&parent, "parent"), (&new_ns, "new")] {
         for (need, method, path, body) in routes(ns, &empty_root) {
             let mut cases: Vec<(String, Option<&str>, StatusCode, &str)> = vec![
-                ("malformed".into(), Some("Basic bWU6cHc="), StatusCode::UNAUTHORIZED, url.as_str()),
-                ("empty bearer".into(), Some("Bearer "), StatusCode::UNAUTHORIZED, url.as_str()),
-                ("wrong".into(), Some(wrong.as_str()), StatusCode::UNAUTHORIZED, url.as_str()),
-                ("expired".into(), Some(creds.expired.as_str()), StatusCode::UNAUTHORIZED, url.as_str()),
-                ("revoked".into(), Some(creds.revoked.as_str()), StatusCode::UNAUTHORIZED, url.as_str()),
-                ("none, public read off".into(), None, StatusCode::UNAUTHORIZED, closed_url.as_str()),
+                (
+                    "malformed".into(),
+                    Some("Basic bWU6cHc="),
+                    StatusCode::UNAUTHORIZED,
+                    url.as_str(),
+                ),
+                (
+                    "empty bearer".into(),
+                    Some("Bearer "),
+                    StatusCode::UNAUTHORIZED,
+                    url.as_str(),
+                ),
+                (
+                    "wrong".into(),
+                    Some(wrong.as_str()),
+                    StatusCode::UNAUTHORIZED,
+                    url.as_str(),
+                ),
+                (
+                    "expired".into(),
+                    Some(creds.expired.as_str()),
+                    StatusCode::UNAUTHORIZED,
+                    url.as_str(),
+                ),
+                (
+                    "revoked".into(),
+                    Some(creds.revoked.as_str()),
+                    StatusCode::UNAUTHORIZED,
+                    url.as_str(),
+                ),
+                (
+                    "none, public read off".into(),
+                    None,
+                    StatusCode::UNAUTHORIZED,
+                    closed_url.as_str(),
+                ),
             ];
             if need != "read" {
                 cases.push(("none".into(), None, StatusCode::FORBIDDEN, url.as_str()));
-                cases.push(("read:A".into(), Some(creds.read_a.as_str()), StatusCode::FORBIDDEN, url.as_str()));
+                cases.push((
+                    "read:A".into(),
+                    Some(creds.read_a.as_str()),
+                    StatusCode::FORBIDDEN,
+                    url.as_str(),
+                ));
             }
             if need == "admin" {
-                cases.push(("write:A".into(), Some(creds.write_a.as_str()), StatusCode::FORBIDDEN, url.as_str()));
+                cases.push((
+                    "write:A".into(),
+                    Some(creds.write_a.as_str()),
+                    StatusCode::FORBIDDEN,
+                    url.as_str(),
+                ));
             }
             if target != "A" {
                 // Where public read is off, A's tokens read nothing else.
@@ -290,7 +354,12 @@ async fn matrix<S>(
                     closed_url.as_str(),
                 ));
                 if need == "write" {
-                    cases.push(("write:A".into(), Some(creds.write_a.as_str()), StatusCode::FORBIDDEN, url.as_str()));
+                    cases.push((
+                        "write:A".into(),
+                        Some(creds.write_a.as_str()),
+                        StatusCode::FORBIDDEN,
+                        url.as_str(),
+                    ));
                 }
             }
             if target == "parent" && need == "write" {
@@ -309,13 +378,18 @@ async fn matrix<S>(
             }
         }
     }
-    assert_eq!(state(&db).await, before, "a refused request changed something");
+    assert_eq!(
+        state(&db).await,
+        before,
+        "a refused request changed something"
+    );
     // The honest calls: reads without a token (public read on) and with
     // read:A where it is off; a write with write:A; a namespace made by
     // an admin, which a write does not make.
-    let ok = |what: &str, (status, _, body): (StatusCode, Option<String>, Bytes), want: StatusCode| {
-        assert_eq!(status, want, "{what}: {}", String::from_utf8_lossy(&body));
-    };
+    let ok =
+        |what: &str, (status, _, body): (StatusCode, Option<String>, Bytes), want: StatusCode| {
+            assert_eq!(status, want, "{what}: {}", String::from_utf8_lossy(&body));
+        };
     ok(
         "public read",
         send(&c, None, Method::GET, &format!("{url}/v1/{b}/root"), b"").await,
@@ -323,35 +397,73 @@ async fn matrix<S>(
     );
     ok(
         "read:A, public read off",
-        send(&c, Some(&creds.read_a), Method::GET, &format!("{closed_url}/v1/{a}/root"), b"").await,
+        send(
+            &c,
+            Some(&creds.read_a),
+            Method::GET,
+            &format!("{closed_url}/v1/{a}/root"),
+            b"",
+        )
+        .await,
         StatusCode::OK,
     );
     let routes_a = routes(&a, &empty_root);
     let (_, _, write_path, write_body) = &routes_a[1];
     ok(
         "write:A",
-        send(&c, Some(&creds.write_a), Method::POST, &format!("{url}{write_path}"), write_body).await,
+        send(
+            &c,
+            Some(&creds.write_a),
+            Method::POST,
+            &format!("{url}{write_path}"),
+            write_body,
+        )
+        .await,
         StatusCode::OK,
     );
     let new_leaves = format!("{url}/v1/{new_ns}/leaves");
     ok(
         "admin write to a namespace that does not exist",
-        send(&c, Some(&creds.admin), Method::POST, &new_leaves, write_body).await,
+        send(
+            &c,
+            Some(&creds.admin),
+            Method::POST,
+            &new_leaves,
+            write_body,
+        )
+        .await,
         StatusCode::NOT_FOUND,
     );
     ok(
         "admin creates",
-        send(&c, Some(&creds.admin), Method::PUT, &format!("{url}/v1/{new_ns}"), b"").await,
+        send(
+            &c,
+            Some(&creds.admin),
+            Method::PUT,
+            &format!("{url}/v1/{new_ns}"),
+            b"",
+        )
+        .await,
         StatusCode::CREATED,
     );
     ok(
         "admin writes",
-        send(&c, Some(&creds.admin), Method::POST, &new_leaves, write_body).await,
+        send(
+            &c,
+            Some(&creds.admin),
+            Method::POST,
+            &new_leaves,
+            write_body,
+        )
+        .await,
         StatusCode::OK,
     );
     let links = forest.audit_links().await.expect("audit links");
     assert!(links.is_clean(), "{links:?}");
-    eprintln!("matrix ({}): {refusals} refusals, 0 writes landed", if tls { "TLS" } else { "TCP" });
+    eprintln!(
+        "matrix ({}): {refusals} refusals, 0 writes landed",
+        if tls { "TLS" } else { "TCP" }
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,7 +472,14 @@ async fn authorization_matrix_sqlite_tcp() {
     let names = Names::new();
     let forest = names.forest(db.store.clone());
     let app = |config| forest_router(forest.clone(), config);
-    matrix(names, forest.clone(), app, Database::Sqlite(db.store.clone()), false).await;
+    matrix(
+        names,
+        forest.clone(),
+        app,
+        Database::Sqlite(db.store.clone()),
+        false,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +490,14 @@ async fn authorization_matrix_postgres_tls() {
     let names = Names::new();
     let forest = names.forest(pg.clone());
     let app = |config| forest_router(forest.clone(), config);
-    matrix(names, forest.clone(), app, Database::Postgres(pg.clone()), true).await;
+    matrix(
+        names,
+        forest.clone(),
+        app,
+        Database::Postgres(pg.clone()),
+        true,
+    )
+    .await;
 }
 
 /// A store with namespace `ns` holding one leaf, and a write token on it.
@@ -383,7 +509,11 @@ async fn one_space(store: &SqliteStore, ns: &str, grants: &str) -> (Database, St
     let db = Database::Sqlite(store.clone());
     let grants: Grants = grants.parse().expect("grants");
     let issued = db.issue_token("t", &grants, None).await.expect("issue");
-    (db, issued.record.id.clone(), issued.secret.expose().to_owned())
+    (
+        db,
+        issued.record.id.clone(),
+        issued.secret.expose().to_owned(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,10 +521,19 @@ async fn revocation_needs_no_restart() {
     let db = SqliteDb::open("fed-revoke").await;
     let (database, id, token) = one_space(&db.store, "r", "write:r").await;
     let config = ServerConfig::default().token_cache(Duration::from_millis(300));
-    let (url, _) = start(ms_smt::federation::router(db.store.clone(), config), ListenConfig::plain()).await;
-    let peer = HttpPeer::new(&url, "r").expect("peer").with_token(&token).expect("token");
+    let (url, _) = start(
+        ms_smt::federation::router(db.store.clone(), config),
+        ListenConfig::plain(),
+    )
+    .await;
+    let peer = HttpPeer::new(&url, "r")
+        .expect("peer")
+        .with_token(&token)
+        .expect("token");
     let leaf = (hkey("r", 1), Leaf::new(b"r".to_vec(), 1));
-    peer.insert(std::slice::from_ref(&leaf)).await.expect("write before");
+    peer.insert(std::slice::from_ref(&leaf))
+        .await
+        .expect("write before");
     assert!(database.revoke_token(&id).await.expect("revoke"));
     let revoked_at = Instant::now();
     loop {
@@ -403,7 +542,10 @@ async fn revocation_needs_no_restart() {
             Ok(_) => {}
             Err(e) => panic!("unexpected: {e}"),
         }
-        assert!(revoked_at.elapsed() < Duration::from_secs(2), "still accepted");
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(2),
+            "still accepted"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let took = revoked_at.elapsed();
@@ -429,7 +571,12 @@ async fn limits_answer_quickly() {
     let auth = format!("Bearer {token}");
     let leaves = |n: usize| {
         let list: Vec<String> = (0..n)
-            .map(|i| format!(r#"{{"key":"{}","value":"01","sum":1}}"#, hkey("l", i as u64).to_hex()))
+            .map(|i| {
+                format!(
+                    r#"{{"key":"{}","value":"01","sum":1}}"#,
+                    hkey("l", i as u64).to_hex()
+                )
+            })
             .collect();
         format!("[{}]", list.join(",")).into_bytes()
     };
@@ -437,29 +584,58 @@ async fn limits_answer_quickly() {
     let tree = CompactedTree::new(db.store.open_namespace("l"));
     let root = tree.root().await.expect("root");
     let too_many = send(&c, Some(&auth), Method::POST, &post, &leaves(5)).await;
-    refused("5 leaves, cap 4", StatusCode::PAYLOAD_TOO_LARGE, &too_many, &[token.as_str()]);
+    refused(
+        "5 leaves, cap 4",
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &too_many,
+        &[token.as_str()],
+    );
     let too_big = send(&c, Some(&auth), Method::POST, &post, &vec![b' '; 3_000]).await;
-    refused("3,000-byte body, cap 2,000", StatusCode::PAYLOAD_TOO_LARGE, &too_big, &[token.as_str()]);
-    assert_eq!(tree.root().await.expect("root"), root, "a refused write landed");
+    refused(
+        "3,000-byte body, cap 2,000",
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &too_big,
+        &[token.as_str()],
+    );
+    assert_eq!(
+        tree.root().await.expect("root"),
+        root,
+        "a refused write landed"
+    );
     // The rate: 3 at once, then one per 200 ms, which is further off than
     // a request waits.
     let mut statuses = Vec::new();
     let mut retry = None;
     for _ in 0..6 {
-        let (status, after, _) = send(&c, Some(&auth), Method::GET, &format!("{url}/v1/l/root"), b"").await;
+        let (status, after, _) = send(
+            &c,
+            Some(&auth),
+            Method::GET,
+            &format!("{url}/v1/l/root"),
+            b"",
+        )
+        .await;
         if status == StatusCode::TOO_MANY_REQUESTS {
             retry = after;
         }
         statuses.push(status);
     }
-    assert!(statuses[..3].iter().all(|s| *s == StatusCode::OK), "{statuses:?}");
-    assert!(statuses.contains(&StatusCode::TOO_MANY_REQUESTS), "{statuses:?}");
+    assert!(
+        statuses[..3].iter().all(|s| *s == StatusCode::OK),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
     assert_eq!(retry.as_deref(), Some("1"));
     // Half-sent headers: each holds a slot until the header timeout.
     let mut half = Vec::new();
     for _ in 0..6 {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(b"GET /v1/l/root HTTP/1.1\r\nHost: x\r\n").await.expect("half");
+        s.write_all(b"GET /v1/l/root HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("half");
         half.push(s);
     }
     // The seventh is over the cap: answered 503 at once.
@@ -467,8 +643,15 @@ async fn limits_answer_quickly() {
     let mut extra = TcpStream::connect(addr).await.expect("connect");
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), extra.read_to_end(&mut answer)).await;
-    assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
-    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 503"),
+        "{answer:?}"
+    );
     // The half-sent ones are closed after the 1 s header timeout.
     let started = Instant::now();
     for mut s in half {
@@ -481,7 +664,14 @@ async fn limits_answer_quickly() {
     assert!(closed < Duration::from_secs(3), "{closed:?}");
     // Slots are back.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, _, _) = send(&c, Some(&auth), Method::GET, &format!("{url}/v1/l/root"), b"").await;
+    let (status, _, _) = send(
+        &c,
+        Some(&auth),
+        Method::GET,
+        &format!("{url}/v1/l/root"),
+        b"",
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -495,7 +685,11 @@ async fn tls_peers_verify_the_server() {
     assert!(made);
     let (again, made) = TlsIdentity::load_or_generate(&cert, &key, &[]).expect("load");
     assert!(!made);
-    assert_eq!(identity.certificate(), again.certificate(), "the pair is kept");
+    assert_eq!(
+        identity.certificate(),
+        again.certificate(),
+        "the pair is kept"
+    );
     let config = ServerConfig::default().public_read(false);
     let (url, _) = start(
         ms_smt::federation::router(db.store.clone(), config),
@@ -508,7 +702,10 @@ async fn tls_peers_verify_the_server() {
         .with_token(&token)
         .expect("token");
     let leaf = (hkey("t", 1), Leaf::new(b"t".to_vec(), 3));
-    let root = pinned.insert(std::slice::from_ref(&leaf)).await.expect("write over TLS");
+    let root = pinned
+        .insert(std::slice::from_ref(&leaf))
+        .await
+        .expect("write over TLS");
     assert_eq!(pinned.proof(&leaf.0).await.expect("proof").0, root);
     // The self-signed certificate as a CA file: believed for 127.0.0.1.
     let ca = HttpPeer::with_trust(&url, "t", Trust::ca_file(&cert).expect("ca"))
@@ -518,20 +715,37 @@ async fn tls_peers_verify_the_server() {
     assert_eq!(ca.root().await.expect("root via CA file"), root);
     // The system's roots do not know it; another pinned certificate is
     // not it.
-    let system = HttpPeer::new(&url, "t").expect("peer").with_token(&token).expect("token");
+    let system = HttpPeer::new(&url, "t")
+        .expect("peer")
+        .with_token(&token)
+        .expect("token");
     assert!(matches!(system.root().await, Err(PeerError::Transport(_))));
     let (other, _, _) = TlsIdentity::self_signed(&[]).expect("other");
-    let wrong = HttpPeer::with_trust(&url, "t", Trust::Pinned(other.certificate().expect("c").clone()))
-        .expect("peer");
+    let wrong = HttpPeer::with_trust(
+        &url,
+        "t",
+        Trust::Pinned(other.certificate().expect("c").clone()),
+    )
+    .expect("peer");
     assert!(matches!(wrong.root().await, Err(PeerError::Transport(_))));
     // Plain HTTP to the TLS port gets nothing.
     let plain = url.replacen("https://", "http://", 1);
-    let plain = HttpPeer::new(&plain, "t").expect("peer").with_token(&token).expect("loopback");
+    let plain = HttpPeer::new(&plain, "t")
+        .expect("peer")
+        .with_token(&token)
+        .expect("loopback");
     assert!(plain.root().await.is_err());
     // A token is not sent in clear to another host.
     assert!(matches!(
-        HttpPeer::new("http://192.0.2.1:1", "t").expect("peer").with_token(&token),
+        HttpPeer::new("http://192.0.2.1:1", "t")
+            .expect("peer")
+            .with_token(&token),
         Err(PeerError::TokenInClear)
     ));
-    assert!(HttpPeer::new("https://192.0.2.1:1", "t").expect("peer").with_token(&token).is_ok());
+    assert!(
+        HttpPeer::new("https://192.0.2.1:1", "t")
+            .expect("peer")
+            .with_token(&token)
+            .is_ok()
+    );
 }

@@ -416,10 +416,7 @@ impl<C: crate::store::Dialect> Authority<C> {
     /// The caller whose `Authorization` header value is `header`.
     pub async fn principal(&self, header: &[u8]) -> Result<Principal, TokenRefusal> {
         let text = std::str::from_utf8(header).map_err(|_| TokenRefusal::Malformed)?;
-        let (kind, token) = text
-            .trim()
-            .split_once(' ')
-            .ok_or(TokenRefusal::Malformed)?;
+        let (kind, token) = text.trim().split_once(' ').ok_or(TokenRefusal::Malformed)?;
         if !kind.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
             return Err(TokenRefusal::Malformed);
         }
@@ -511,7 +508,14 @@ mod tests {
         let metrics: Grants = "metrics:*".parse().expect("parse");
         assert!(!metrics.allows(Scope::Read, Some("a")));
         for bad in [
-            "", "read", "read:", "owner:*", "read:a/b", "read:*x", "metrics:a", "write:a b",
+            "",
+            "read",
+            "read:",
+            "owner:*",
+            "read:a/b",
+            "read:*x",
+            "metrics:a",
+            "write:a b",
         ] {
             assert!(bad.parse::<Grants>().is_err(), "{bad:?}");
         }

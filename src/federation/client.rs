@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode, Uri};
 use hyper::header::HeaderValue;
+use hyper::{Method, Request, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -27,8 +27,8 @@ use serde::de::DeserializeOwned;
 
 use super::tls::{TlsError, Trust, trust_nothing};
 use super::wire::{
-    ChangesOut, ChildrenIn, ChildrenOut, CreatedOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut,
-    WireError, check_namespace,
+    ChangesOut, ChildrenIn, ChildrenOut, CreatedOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn,
+    ProofOut, RootOut, WireError, check_namespace,
 };
 use crate::Proof;
 use crate::descent::Subtree;
@@ -207,7 +207,10 @@ impl HttpPeer {
         };
         Ok(HttpPeer {
             client,
-            base: format!("{}://{authority}/v1/{ns}", if tls { "https" } else { "http" }),
+            base: format!(
+                "{}://{authority}/v1/{ns}",
+                if tls { "https" } else { "http" }
+            ),
             tls,
             loopback: uri.host().is_some_and(is_loopback),
             authorization: None,

@@ -219,6 +219,24 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         out
     }
 
+    /// Forwarded, so TLS records and HTTP heads go out in one call.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let out = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
+            this.touch();
+        }
+        out
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_flush(cx)
     }
@@ -342,7 +360,8 @@ impl Connection {
         let conn = builder.serve_connection(TokioIo::new(io), service);
         let mut conn = std::pin::pin!(conn);
         let idle_ms = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
-        let tick = (self.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+        let tick =
+            (self.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
         let mut watchdog = tokio::time::interval(tick);
         let mut stopping = false;
         loop {

@@ -99,7 +99,13 @@ impl TlsIdentity {
     /// (certificate, key).
     pub fn self_signed(names: &[String]) -> Result<(Self, String, String), TlsError> {
         let mut all: Vec<String> = LOOPBACK_NAMES.iter().map(|s| (*s).to_owned()).collect();
-        all.extend(names.iter().filter(|n| !all.contains(n)).cloned().collect::<Vec<_>>());
+        all.extend(
+            names
+                .iter()
+                .filter(|n| !all.contains(n))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         let made = rcgen::generate_simple_self_signed(all)?;
         let cert_pem = made.cert.pem();
         let key_pem = made.signing_key.serialize_pem();
@@ -218,11 +224,12 @@ impl Trust {
         Ok(Trust::Pinned(chain.swap_remove(0)))
     }
 
-    /// The rustls client configuration that believes what this says.
+    /// The rustls client configuration that believes what this says (no
+    /// ALPN set: the HTTP connector sets its own).
     pub fn client_config(&self) -> Result<rustls::ClientConfig, TlsError> {
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?;
-        let mut config = match self {
+        let config = match self {
             Trust::SystemRoots | Trust::Authorities(_) => {
                 let mut roots = rustls::RootCertStore::empty();
                 let certs = match self {
@@ -233,9 +240,7 @@ impl Trust {
                 if added == 0 {
                     return Err(TlsError::NoRoots);
                 }
-                builder
-                    .with_root_certificates(roots)
-                    .with_no_client_auth()
+                builder.with_root_certificates(roots).with_no_client_auth()
             }
             Trust::Pinned(cert) => builder
                 .dangerous()
@@ -245,7 +250,6 @@ impl Trust {
                 }))
                 .with_no_client_auth(),
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
 }

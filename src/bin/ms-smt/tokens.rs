@@ -134,12 +134,15 @@ pub async fn run(db: &Db, args: TokensArgs, out: Output) -> Res<Outcome> {
                 Db::Postgres(s) => s.tokens().await?,
             };
             let now = unix_now();
-            out.emit(json!(list.iter().map(record_json).collect::<Vec<_>>()), || {
-                list.iter()
-                    .map(|r| record_line(r, now))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            out.emit(
+                json!(list.iter().map(record_json).collect::<Vec<_>>()),
+                || {
+                    list.iter()
+                        .map(|r| record_line(r, now))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                },
+            );
         }
         TokensCommand::Revoke { id } => {
             let now = unix_now();
