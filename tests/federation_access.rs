@@ -556,12 +556,18 @@ async fn revocation_needs_no_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_answer_quickly() {
     let db = SqliteDb::open("fed-limits").await;
-    let (_database, _, token) = one_space(&db.store, "l", "write:l").await;
+    let (database, _, token) = one_space(&db.store, "l", "write:l").await;
+    let grants: Grants = "read:l".parse().expect("grants");
+    let reader = database
+        .issue_token("rate", &grants, None)
+        .await
+        .expect("issue");
+    let reader = format!("Bearer {}", reader.secret.expose());
     let config = ServerConfig::default()
         .max_leaves(4)
         .body_limit(2_000)
-        .per_token(Some(Rate::new(5.0, 3)))
-        .per_address(Some(Rate::new(5.0, 3)));
+        .per_token(Some(Rate::new(1.0, 3)))
+        .per_address(Some(Rate::new(1.0, 3)));
     let listen = ListenConfig::plain()
         .max_connections(6)
         .max_per_address(6)
@@ -602,14 +608,14 @@ async fn limits_answer_quickly() {
         root,
         "a refused write landed"
     );
-    // The rate: 3 at once, then one per 200 ms, which is further off than
-    // a request waits.
+    // The rate (a token of its own): 3 at once, then one a second, further
+    // off than a request waits.
     let mut statuses = Vec::new();
     let mut retry = None;
     for _ in 0..6 {
         let (status, after, _) = send(
             &c,
-            Some(&auth),
+            Some(&reader),
             Method::GET,
             &format!("{url}/v1/l/root"),
             b"",
