@@ -66,6 +66,8 @@ use tokio::sync::Mutex;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 type Raw = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// The honest client's acknowledged leaves: key and value.
+type Acked = Arc<Mutex<Vec<(Key, Vec<u8>)>>>;
 
 const PARENT: &str = "campaign-parent";
 const CHILD: &str = "child-";
@@ -208,7 +210,7 @@ async fn honest_loop(
     auth: String,
     stop: Arc<AtomicBool>,
     phase: Arc<Mutex<Honest>>,
-    acked: Arc<Mutex<Vec<(Key, Vec<u8>)>>>,
+    acked: Acked,
 ) {
     let mut i = 0u64;
     let mut next = Instant::now();
@@ -221,7 +223,7 @@ async fn honest_loop(
             k.to_hex(),
             hex::encode(&value)
         );
-        let (method, url, body) = if i % 2 == 0 {
+        let (method, url, body) = if i.is_multiple_of(2) {
             (
                 Method::POST,
                 format!("{base}/v1/{HONEST}/leaves"),

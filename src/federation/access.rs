@@ -389,9 +389,12 @@ pub(crate) enum TokenRefusal {
     Store(#[from] SqlStoreError),
 }
 
+/// What a token row says: id, grants, expiry, revocation.
+type Row = (Arc<str>, Arc<Grants>, Option<i64>, Option<i64>);
+
 /// A token row as last read (`None`: no such token), and when.
 struct Cached {
-    record: Option<(Arc<str>, Arc<Grants>, Option<i64>, Option<i64>)>,
+    record: Option<Row>,
     read_at: Instant,
 }
 
@@ -457,7 +460,7 @@ impl<C: crate::store::Dialect> Authority<C> {
     fn remember(
         &self,
         hash: [u8; 32],
-        record: Option<(Arc<str>, Arc<Grants>, Option<i64>, Option<i64>)>,
+        record: Option<Row>,
         now: Instant,
     ) {
         if self.ttl.is_zero() {
