@@ -457,12 +457,7 @@ impl<C: crate::store::Dialect> Authority<C> {
         Ok(Principal::Token { id, grants })
     }
 
-    fn remember(
-        &self,
-        hash: [u8; 32],
-        record: Option<Row>,
-        now: Instant,
-    ) {
+    fn remember(&self, hash: [u8; 32], record: Option<Row>, now: Instant) {
         if self.ttl.is_zero() {
             return;
         }
