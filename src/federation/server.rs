@@ -270,7 +270,7 @@ pub enum ServeError {
     /// The caller may not do this (403).
     #[error("{who} may not {scope} namespace {namespace:?}")]
     Forbidden {
-        /// "an anonymous caller" or "token <id>".
+        /// "an anonymous caller" or "token `<id>`".
         who: String,
         /// What it asked to do.
         scope: Scope,
