@@ -57,7 +57,8 @@ impl Scope {
     /// True when a grant of `self` covers `wanted`.
     fn covers(self, wanted: Scope) -> bool {
         match (self, wanted) {
-            (Scope::Metrics, w) | (w, Scope::Metrics) => self == w,
+            // Metrics is neither above nor below the namespace scopes.
+            (Scope::Metrics, _) | (_, Scope::Metrics) => self == wanted,
             (have, want) => have >= want,
         }
     }
