@@ -9,16 +9,26 @@
 //! the change feed (`GET /changes`) instead of the diff walk. Opt-in; not
 //! part of the test suite.
 //!
+//! Access control is on: the server's public read is off and the peer
+//! reads with a read token (`--access no`: public read, no token, as
+//! before access control). `--tls yes` serves HTTPS with a self-signed
+//! certificate the peer pins. Rate limits are off unless `--rate QPS`
+//! (burst 10) is given.
+//!
 //! ```text
 //! cargo run --release --example federation_bench --features http -- \
-//!     [--leaves 100000] [--changes 100,1000] [--dir /tmp] [--journal yes]
+//!     [--leaves 100000] [--changes 100,1000] [--dir /tmp] [--journal yes] \
+//!     [--access yes|no] [--tls yes|no] [--rate QPS]
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ms_smt::federation::{HttpPeer, ServerConfig, router, serve};
+use ms_smt::federation::access::{Grants, issue_token};
+use ms_smt::federation::{
+    HttpPeer, ListenConfig, Rate, ServerConfig, TlsIdentity, Trust, router, serve,
+};
 use ms_smt::store::{JournalStore, SqliteStore};
 use ms_smt::{Chunk, CompactedTree, Key, Leaf, Trunk};
 use sha2::{Digest, Sha256};
@@ -89,7 +99,14 @@ async fn sync(what: &str, peer: &HttpPeer, local: &CompactedTree<SqliteStore>) -
     Ok(())
 }
 
-async fn run(n: u64, sets: Vec<u64>, dir: PathBuf, journal: bool) -> Res<()> {
+/// How the bench's server is exposed.
+struct Exposure {
+    access: bool,
+    tls: bool,
+    rate: Option<f64>,
+}
+
+async fn run(n: u64, sets: Vec<u64>, dir: PathBuf, journal: bool, how: Exposure) -> Res<()> {
     let source = open(&dir.join("ms_smt_fed_bench_source.db")).await?;
     let local_db = open(&dir.join("ms_smt_fed_bench_local.db")).await?;
     let src = CompactedTree::new(source.open_namespace(NS));
@@ -97,13 +114,48 @@ async fn run(n: u64, sets: Vec<u64>, dir: PathBuf, journal: bool) -> Res<()> {
     src.insert_many((0..n).map(leaf)).await?;
     println!("built {n} leaves in the source in {:.2?}", start.elapsed());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
+    let rate = how.rate.map(|qps| Rate::new(qps, 10));
+    let config = ServerConfig::default()
+        .public_read(!how.access)
+        .per_address(rate)
+        .per_token(rate);
+    let (listen, url, trust) = if how.tls {
+        let (identity, _, _) = TlsIdentity::self_signed(&[])?;
+        let cert = identity.certificate().ok_or("no certificate")?.clone();
+        (
+            ListenConfig::tls(identity.server_config()?),
+            format!("https://{}", listener.local_addr()?),
+            Some(Trust::Pinned(cert)),
+        )
+    } else {
+        (
+            ListenConfig::plain(),
+            format!("http://{}", listener.local_addr()?),
+            None,
+        )
+    };
     tokio::spawn(serve(
         listener,
-        router(source.clone(), ServerConfig::default()),
+        router(source.clone(), config),
+        listen,
         std::future::pending(),
     ));
-    let peer = HttpPeer::new(&url, NS)?;
+    let mut peer = match trust {
+        Some(trust) => HttpPeer::with_trust(&url, NS, trust)?,
+        None => HttpPeer::new(&url, NS)?,
+    };
+    if how.access {
+        let grants: Grants = format!("read:{NS}").parse()?;
+        let token = issue_token(&source, "bench", &grants, None).await?;
+        peer = peer.with_token(token.secret.expose())?;
+    }
+    println!(
+        "access control {}, {}, rate limit {}",
+        if how.access { "on (read token)" } else { "off" },
+        if how.tls { "TLS" } else { "plain HTTP" },
+        how.rate
+            .map_or("off".to_owned(), |q| format!("{q} req/s burst 10"))
+    );
     let local = CompactedTree::new(local_db.open_namespace(NS));
     println!(
         "\n| sync over HTTP | HTTP requests | levels | subtrees | bytes in | bytes out | time |"
@@ -156,6 +208,11 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (mut n, mut sets, mut dir) = (100_000u64, vec![100u64, 1_000], std::env::temp_dir());
     let mut journal = false;
+    let mut how = Exposure {
+        access: true,
+        tls: false,
+        rate: None,
+    };
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_default();
         let ok = match flag.as_str() {
@@ -174,19 +231,28 @@ fn main() -> ExitCode {
                 journal = value == "yes";
                 matches!(value.as_str(), "yes" | "no")
             }
+            "--access" => {
+                how.access = value == "yes";
+                matches!(value.as_str(), "yes" | "no")
+            }
+            "--tls" => {
+                how.tls = value == "yes";
+                matches!(value.as_str(), "yes" | "no")
+            }
+            "--rate" => value.parse().map(|q| how.rate = Some(q)).is_ok(),
             _ => false,
         };
         if !ok {
             eprintln!(
                 "usage: federation_bench [--leaves N] [--changes D,D,...] [--dir DIR] \
-                 [--journal yes|no]"
+                 [--journal yes|no] [--access yes|no] [--tls yes|no] [--rate QPS]"
             );
             return ExitCode::FAILURE;
         }
     }
     let result = tokio::runtime::Runtime::new()
         .map_err(Box::<dyn std::error::Error>::from)
-        .and_then(|rt| rt.block_on(run(n, sets, dir, journal)));
+        .and_then(|rt| rt.block_on(run(n, sets, dir, journal, how)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -4,27 +4,42 @@
 //!
 //! ```text
 //! cargo run --release --example universe_sync --features http -- \
-//!     --from http://HOST:PORT --ns NS --db <sqlite path | postgres://URL> [--local-ns NAME]
+//!     --from https://HOST:PORT --ns NS --db <sqlite path | postgres://URL> [--local-ns NAME] \
+//!     [--token TOKEN | --token-file FILE] [--pin-cert PEM | --ca-file PEM]
 //! ```
+//!
+//! An `https://` server is verified against the system's roots, or the
+//! authorities of `--ca-file`, or exactly the certificate of `--pin-cert`
+//! (a self-signed server's `tls.cert`). A token (for a server whose public
+//! read is off) goes only over https or to loopback.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ms_smt::federation::{Database, HttpPeer};
+use ms_smt::federation::{Database, HttpPeer, Trust};
 
-const USAGE: &str = "usage: universe_sync --from http://HOST:PORT --ns NS \
-                     --db <sqlite path | postgres URL> [--local-ns NAME]";
+const USAGE: &str = "usage: universe_sync --from https://HOST:PORT --ns NS \
+                     --db <sqlite path | postgres URL> [--local-ns NAME] \
+                     [--token TOKEN | --token-file FILE] [--pin-cert PEM | --ca-file PEM]";
 
 struct Args {
     from: String,
     ns: String,
     db: String,
     local_ns: Option<String>,
+    token: Option<String>,
+    trust: Option<Trust>,
 }
 
 async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let database = Database::open(&a.db).await?;
-    let peer = HttpPeer::new(&a.from, &a.ns)?;
+    let mut peer = match a.trust {
+        Some(trust) => HttpPeer::with_trust(&a.from, &a.ns, trust)?,
+        None => HttpPeer::new(&a.from, &a.ns)?,
+    };
+    if let Some(token) = &a.token {
+        peer = peer.with_token(token)?;
+    }
     let local_ns = a.local_ns.unwrap_or_else(|| a.ns.clone());
     let start = Instant::now();
     let report = database.sync_from(&local_ns, &peer).await?;
@@ -49,6 +64,7 @@ async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
 fn parse() -> Option<Args> {
     let mut args = std::env::args().skip(1);
     let (mut from, mut ns, mut db, mut local_ns) = (None, None, None, None);
+    let (mut token, mut trust) = (None, None);
     while let Some(flag) = args.next() {
         let value = args.next()?;
         match flag.as_str() {
@@ -56,6 +72,10 @@ fn parse() -> Option<Args> {
             "--ns" => ns = Some(value),
             "--db" => db = Some(value),
             "--local-ns" => local_ns = Some(value),
+            "--token" => token = Some(value),
+            "--token-file" => token = Some(std::fs::read_to_string(value).ok()?.trim().to_owned()),
+            "--pin-cert" => trust = Some(Trust::pinned_file(value.as_ref()).ok()?),
+            "--ca-file" => trust = Some(Trust::ca_file(value.as_ref()).ok()?),
             _ => return None,
         }
     }
@@ -64,6 +84,8 @@ fn parse() -> Option<Args> {
         ns: ns?,
         db: db?,
         local_ns,
+        token,
+        trust,
     })
 }
 

@@ -3,7 +3,8 @@
 //! and to Postgres when `MSSMT_PG_URL` is set), then 100 changes synced by
 //! fetching only the subtrees that differ; a lying server is caught and
 //! nothing it sent is kept; bad input gets a 4xx JSON error and writes
-//! nothing.
+//! nothing. Writes go with a token (`federation_access.rs` checks who may
+//! do what); the servers here run without rate limits.
 #![cfg(all(feature = "http", feature = "sqlite", feature = "postgres"))]
 
 use crate::support;
@@ -22,7 +23,8 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use ms_smt::federation::{HttpPeer, PeerError, ServerConfig, router, serve};
+use ms_smt::federation::access::{Grants, issue_token};
+use ms_smt::federation::{HttpPeer, ListenConfig, PeerError, ServerConfig, router, serve};
 use ms_smt::store::{AuditStore, Writable};
 use ms_smt::{CompactedTree, Key, Leaf, SyncError};
 use support::stores::{SqliteDb, pg_store};
@@ -40,8 +42,28 @@ async fn start(app: Router) -> String {
         .await
         .expect("bind loopback");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve(listener, app, std::future::pending()));
+    tokio::spawn(serve(
+        listener,
+        app,
+        ListenConfig::plain(),
+        std::future::pending(),
+    ));
     format!("http://{addr}")
+}
+
+/// The default server without rate limits (the tests send requests back
+/// to back from one address).
+fn unlimited() -> ServerConfig {
+    ServerConfig::default().per_address(None).per_token(None)
+}
+
+/// A token with `grants` in `store`'s database.
+async fn token(store: &ms_smt::store::SqliteStore, grants: &str) -> String {
+    let grants: Grants = grants.parse().expect("grants");
+    let issued = issue_token(store, "test", &grants, None)
+        .await
+        .expect("issue token");
+    issued.secret.expose().to_owned()
 }
 
 fn raw() -> Raw {
@@ -50,9 +72,22 @@ fn raw() -> Raw {
 
 /// One raw request: the status, the content type and the body.
 async fn send(client: &Raw, method: Method, url: &str, body: &[u8]) -> (StatusCode, String, Bytes) {
-    let request = Request::builder()
-        .method(method)
-        .uri(url)
+    send_as(client, None, method, url, body).await
+}
+
+/// [`send`] with `Authorization: Bearer <token>` when given.
+async fn send_as(
+    client: &Raw,
+    token: Option<&str>,
+    method: Method,
+    url: &str,
+    body: &[u8],
+) -> (StatusCode, String, Bytes) {
+    let mut request = Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let request = request
         .body(Full::new(Bytes::copy_from_slice(body)))
         .expect("request");
     let response = client.request(request).await.expect("send");
@@ -91,13 +126,15 @@ fn hundred_changes() -> Vec<(Key, Leaf)> {
         .collect()
 }
 
-/// A SQLite database with `n` leaves in namespace `ns`, and its server.
-async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String) {
+/// A SQLite database with `n` leaves in namespace `ns`, its server, and
+/// an `admin:*` token there.
+async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String, String) {
     let db = SqliteDb::open("fed-source").await;
     let tree = CompactedTree::new(db.store.open_namespace(ns));
     tree.insert_many((0..n).map(leaf_of)).await.expect("build");
     let url = start(router(db.store.clone(), config)).await;
-    (db, url)
+    let admin = token(&db.store, "admin:*").await;
+    (db, url, admin)
 }
 
 /// Syncs `local` (served at `local_url`) from `ns` at `from`, then again
@@ -105,12 +142,16 @@ async fn source(ns: &str, n: u64, config: ServerConfig) -> (SqliteDb, String) {
 async fn sync_scenario<S: Writable + AuditStore>(
     kind: &str,
     from: &str,
+    writer: &str,
     ns: &str,
     local: &CompactedTree<S>,
     local_url: &str,
     local_ns: &str,
 ) {
-    let remote = HttpPeer::new(from, ns).expect("peer");
+    let remote = HttpPeer::new(from, ns)
+        .expect("peer")
+        .with_token(writer)
+        .expect("token to loopback");
     let served = HttpPeer::new(local_url, local_ns).expect("local peer");
     let start = Instant::now();
     let full = remote.sync_into(local).await.expect("first sync");
@@ -174,11 +215,11 @@ async fn sync_scenario<S: Writable + AuditStore>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_sqlite_to_sqlite_over_http() {
     let ns = "assets";
-    let (_src, from) = source(ns, LEAVES, ServerConfig::default()).await;
+    let (_src, from, writer) = source(ns, LEAVES, unlimited()).await;
     let dest = SqliteDb::open("fed-dest").await;
-    let local_url = start(router(dest.store.clone(), ServerConfig::default())).await;
+    let local_url = start(router(dest.store.clone(), unlimited())).await;
     let local = CompactedTree::new(dest.store.open_namespace("mirror"));
-    sync_scenario("sqlite", &from, ns, &local, &local_url, "mirror").await;
+    sync_scenario("sqlite", &from, &writer, ns, &local, &local_url, "mirror").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,11 +228,14 @@ async fn sync_sqlite_to_postgres_over_http() {
         return;
     };
     let ns = "assets";
-    let (_src, from) = source(ns, LEAVES, ServerConfig::default()).await;
+    let (_src, from, writer) = source(ns, LEAVES, unlimited()).await;
     let local_ns = unique("mirror");
-    let local_url = start(router(pg.clone(), ServerConfig::default())).await;
+    let local_url = start(router(pg.clone(), unlimited())).await;
     let local = CompactedTree::new(pg.open_namespace(&local_ns));
-    sync_scenario("postgres", &from, ns, &local, &local_url, &local_ns).await;
+    sync_scenario(
+        "postgres", &from, &writer, ns, &local, &local_url, &local_ns,
+    )
+    .await;
     local.delete_all().await.expect("clean up");
 }
 
@@ -258,7 +302,7 @@ async fn forward_root(State(p): State<Arc<Proxy>>, Path(ns): Path<String>) -> (S
 async fn a_lying_server_is_caught_and_nothing_is_kept() {
     let ns = "assets";
     let n = 2_000;
-    let (_src, from) = source(ns, n, ServerConfig::default()).await;
+    let (_src, from, _) = source(ns, n, unlimited()).await;
     let dest = SqliteDb::open("fed-liar-dest").await;
     let local = CompactedTree::new(dest.store.open_namespace("mirror"));
     // The local tree has half the leaves and one of its own.
@@ -330,12 +374,8 @@ async fn refused_all(c: &Raw, requests: Vec<Refusal>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
     let ns = "assets";
-    let config = ServerConfig {
-        body_limit: 64 << 10,
-        max_prefixes: 16,
-        ..ServerConfig::default()
-    };
-    let (db, url) = source(ns, 100, config).await;
+    let config = unlimited().body_limit(64 << 10).max_prefixes(16);
+    let (db, url, admin) = source(ns, 100, config).await;
     let tree = CompactedTree::new(db.store.open_namespace(ns));
     let root = tree.root().await.expect("root");
     let c = raw();
@@ -461,7 +501,7 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
         refused(
             what,
             status,
-            send(&c, Method::POST, &at("assets/leaves"), &body).await,
+            send_as(&c, Some(&admin), Method::POST, &at("assets/leaves"), &body).await,
         );
         assert_eq!(tree.root().await.expect("root"), root, "{what}: wrote");
     }
@@ -493,13 +533,16 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
     )
     .await;
     // The good leaf alone is written, through the writer.
-    let peer = HttpPeer::new(&url, ns).expect("peer");
+    let peer = HttpPeer::new(&url, ns)
+        .expect("peer")
+        .with_token(&admin)
+        .expect("token");
     let (k, l) = (hkey("new", 0), Leaf::new(vec![0], 1));
     let new_root = peer.insert(&[(k, l.clone())]).await.expect("insert");
     assert_eq!(tree.root().await.expect("root"), new_root);
     assert_eq!(peer.proof(&k).await.expect("proof").1, l);
-    // A client error for a peer URL that is not plain http://host:port.
-    for bad in ["https://127.0.0.1:1", "http://127.0.0.1:1/x", "nonsense"] {
+    // A client error for a peer URL that is not http(s)://host:port.
+    for bad in ["ftp://127.0.0.1:1", "http://127.0.0.1:1/x", "nonsense"] {
         assert!(
             matches!(HttpPeer::new(bad, ns), Err(PeerError::Url)),
             "{bad}"
@@ -510,7 +553,8 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
 /// A server over a forest with a parent tree: concurrent POSTs to many
 /// child namespaces share the store writer's commits, the parent's root
 /// (served read-only) holds every child's root, and a POST to the parent
-/// is refused with a 400 and writes nothing.
+/// is refused with a 403 and writes nothing. The children are created by
+/// an admin first (a write creates no namespace).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forest_server_keeps_its_parent_in_step() {
     let db = SqliteDb::open("fed-forest").await;
@@ -524,13 +568,35 @@ async fn a_forest_server_keeps_its_parent_in_step() {
     );
     let url = start(ms_smt::federation::forest_router(
         forest.clone(),
-        ServerConfig::default(),
+        unlimited(),
     ))
     .await;
     let client = raw();
+    let admin = token(&db.store, "admin:*").await;
+    let before = send_as(
+        &client,
+        Some(&admin),
+        Method::POST,
+        &format!("{url}/v1/{p}-0/leaves"),
+        b"[]",
+    )
+    .await;
+    assert_eq!(
+        before.0,
+        StatusCode::NOT_FOUND,
+        "no write creates a namespace"
+    );
+    for i in 0..8 {
+        let url = format!("{url}/v1/{p}-{i}");
+        let (status, _, _) = send_as(&client, Some(&admin), Method::PUT, &url, b"").await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (status, _, _) = send_as(&client, Some(&admin), Method::PUT, &url, b"").await;
+        assert_eq!(status, StatusCode::OK, "created once");
+    }
     let mut posts = Vec::new();
     for i in 0..40u64 {
         let (client, url, ns) = (client.clone(), url.clone(), format!("{p}-{}", i % 8));
+        let admin = admin.clone();
         posts.push(tokio::spawn(async move {
             let (key, _) = leaf_of(i);
             let body = format!(
@@ -538,8 +604,9 @@ async fn a_forest_server_keeps_its_parent_in_step() {
                 key.to_hex(),
                 i + 1
             );
-            let (status, _, body) = send(
+            let (status, _, body) = send_as(
                 &client,
+                Some(&admin),
                 Method::POST,
                 &format!("{url}/v1/{ns}/leaves"),
                 body.as_bytes(),
@@ -566,8 +633,9 @@ async fn a_forest_server_keeps_its_parent_in_step() {
         r#"[{{"key":"{}","value":"0a","sum":1}}]"#,
         leaf_of(99).0.to_hex()
     );
-    let (status, _, _) = send(
+    let (status, _, _) = send_as(
         &client,
+        Some(&admin),
         Method::POST,
         &format!("{url}/v1/{p}/leaves"),
         body.as_bytes(),
@@ -575,7 +643,7 @@ async fn a_forest_server_keeps_its_parent_in_step() {
     .await;
     assert_eq!(
         status,
-        StatusCode::BAD_REQUEST,
+        StatusCode::FORBIDDEN,
         "a parent is not written directly"
     );
     assert_eq!(forest.roots(&[&p]).await.expect("root")[0], parent);
@@ -590,11 +658,14 @@ async fn a_forest_server_keeps_its_parent_in_step() {
 async fn delta_sync_through_the_change_feed() {
     use ms_smt::store::JournalStore;
     let ns = "journaled";
-    let (src, from) = source(ns, 20_000, ServerConfig::default()).await;
+    let (src, from, writer) = source(ns, 20_000, unlimited()).await;
     let leader = CompactedTree::new(src.store.open_namespace(ns));
     let dest = SqliteDb::open("fed-feed").await;
     let local = CompactedTree::new(dest.store.open_namespace("mirror"));
-    let remote = HttpPeer::new(&from, ns).expect("peer");
+    let remote = HttpPeer::new(&from, ns)
+        .expect("peer")
+        .with_token(&writer)
+        .expect("token");
     // No journal yet: the feed answers 410, the diff walk syncs.
     let first = remote.sync_into(&local).await.expect("first sync");
     assert_eq!(first.upserts, 20_000);

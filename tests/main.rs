@@ -28,6 +28,7 @@ mod cli;
 mod cli_tapd;
 mod engine;
 mod federation;
+mod federation_access;
 mod forest;
 mod layers;
 mod multiproof;

@@ -57,13 +57,14 @@ const DUMP_NAMESPACES: &str =
     "SELECT id, name, height, root_hash, root_sum FROM ms_smt_namespaces ORDER BY id";
 
 /// The store's tables once every version has run.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "ms_smt_changes",
     "ms_smt_history",
     "ms_smt_migrations",
     "ms_smt_namespaces",
     "ms_smt_pins",
     "ms_smt_strata",
+    "ms_smt_tokens",
     "ms_smt_versions",
 ];
 
@@ -76,6 +77,16 @@ const DUMP_LEDGER: &str = "SELECT version, description, CAST(applied_at AS TEXT)
 
 /// What turns the ledger back into the released crate's, without checksums.
 const RELEASED_LEDGER: &str = "ALTER TABLE ms_smt_migrations DROP COLUMN checksum;";
+/// What turns a current database back into one before the access tokens.
+macro_rules! no_tokens {
+    ($version:literal) => {
+        concat!(
+            "DROP TABLE ms_smt_tokens; DELETE FROM ms_smt_migrations WHERE version = ",
+            $version,
+            "; "
+        )
+    };
+}
 
 /// What turns a current database back into one before the change journal.
 macro_rules! no_journal {
@@ -573,12 +584,18 @@ impl Db for SqliteFile {
     type Store = SqliteStore;
     type Raw = SqlitePool;
     const POOL: fn(&SqliteStore) -> &SqlitePool = SqliteStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5, 6];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7];
     const EARLIER: &'static [Earlier] = &[
-        ("schema 5 (no change journal)", no_journal!(6), &[2, 4, 5]),
+        ("schema 6 (no access tokens)", no_tokens!(7), &[2, 4, 5, 6]),
+        (
+            "schema 5 (no change journal)",
+            concat!(no_tokens!(7), no_journal!(6)),
+            &[2, 4, 5],
+        ),
         (
             "schema 4 (no versions or pins)",
             concat!(
+                no_tokens!(7),
                 no_journal!(6),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
              ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
@@ -590,6 +607,7 @@ impl Db for SqliteFile {
         (
             "schema 2 (WITHOUT ROWID strata)",
             concat!(
+                no_tokens!(7),
                 no_journal!(6),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
              ALTER TABLE ms_smt_namespaces DROP COLUMN version; \
@@ -711,12 +729,18 @@ impl Db for PgSchema {
     type Store = PostgresStore;
     type Raw = PgPool;
     const POOL: fn(&PostgresStore) -> &PgPool = PostgresStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6];
     const EARLIER: &'static [Earlier] = &[
-        ("schema 4 (no change journal)", no_journal!(5), &[2, 4]),
+        ("schema 5 (no access tokens)", no_tokens!(6), &[2, 4, 5]),
+        (
+            "schema 4 (no change journal)",
+            concat!(no_tokens!(6), no_journal!(5)),
+            &[2, 4],
+        ),
         (
             "schema 2 (no versions or pins)",
             concat!(
+                no_tokens!(6),
                 no_journal!(5),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
          ALTER TABLE ms_smt_namespaces DROP COLUMN version; \

@@ -31,13 +31,14 @@ use support::{TempDb, hkey, pg_url, sanitize, unique};
 // ---------------------------------------------------------------------------
 
 /// The tables the SQL stores create, by name.
-const STORE_TABLES: [&str; 7] = [
+const STORE_TABLES: [&str; 8] = [
     "ms_smt_changes",
     "ms_smt_history",
     "ms_smt_migrations",
     "ms_smt_namespaces",
     "ms_smt_pins",
     "ms_smt_strata",
+    "ms_smt_tokens",
     "ms_smt_versions",
 ];
 

@@ -6,21 +6,29 @@
 //! proof against the root it came with. A large `children` request is
 //! split into requests of at most [`HttpPeer::max_prefixes`] prefixes
 //! (the server's limit), answered in order.
+//!
+//! An `https://` peer is verified ([`Trust`]: the system's roots by
+//! default, or a CA file, or one pinned certificate); a token
+//! ([`HttpPeer::with_token`]) goes in `Authorization: Bearer`, and only
+//! over TLS or to a loopback address.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::tls::{TlsError, Trust, trust_nothing};
 use super::wire::{
-    ChangesOut, ChildrenIn, ChildrenOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn, ProofOut, RootOut,
-    WireError, check_namespace,
+    ChangesOut, ChildrenIn, ChildrenOut, CreatedOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn,
+    ProofOut, RootOut, WireError, check_namespace,
 };
 use crate::Proof;
 use crate::descent::Subtree;
@@ -42,9 +50,17 @@ const SYNC_ATTEMPTS: u32 = 3;
 /// Why a request to a peer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
-    /// The base URL is not `http://host:port` (no path, no TLS).
-    #[error("peer URL must look like http://host:port")]
+    /// The base URL is not `http://host:port` or `https://host:port`
+    /// (no path).
+    #[error("peer URL must look like https://host:port or http://host:port")]
     Url,
+    /// The TLS configuration could not be made.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// A token would travel in clear: plain HTTP to an address that is not
+    /// loopback.
+    #[error("a token is sent only over https (or plain http to loopback)")]
+    TokenInClear,
     /// A body or name is not valid on the wire (ours or the peer's).
     #[error(transparent)]
     Wire(#[from] WireError),
@@ -103,12 +119,18 @@ impl PeerStats {
     }
 }
 
-/// One namespace on a federation server, reached over plain HTTP/1.1.
-#[derive(Debug)]
+/// One namespace on a federation server, reached over HTTP/1.1, with TLS
+/// for an `https://` URL.
 pub struct HttpPeer {
-    client: Client<HttpConnector, Full<Bytes>>,
-    /// `http://host:port/v1/{ns}`.
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `http(s)://host:port/v1/{ns}`.
     base: String,
+    /// True for `https://`.
+    tls: bool,
+    /// True when the host is a loopback address (or `localhost`).
+    loopback: bool,
+    /// `Bearer <token>`, marked sensitive.
+    authorization: Option<HeaderValue>,
     max_prefixes: usize,
     max_response: usize,
     requests: AtomicU64,
@@ -116,28 +138,109 @@ pub struct HttpPeer {
     received: AtomicU64,
 }
 
+impl std::fmt::Debug for HttpPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpPeer")
+            .field("base", &self.base)
+            .field("token", &self.authorization.is_some())
+            .field("max_prefixes", &self.max_prefixes)
+            .field("max_response", &self.max_response)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A client over `trust` (plain HTTP too).
+fn client(trust: &Trust) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, PeerError> {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(trust.client_config()?)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(https))
+}
+
+/// True for `localhost` and loopback addresses.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 impl HttpPeer {
-    /// The namespace `ns` of the server at `url` (`http://host:port`).
+    /// The namespace `ns` of the server at `url` (`https://host:port`,
+    /// verified against the system's roots, or `http://host:port`).
     pub fn new(url: &str, ns: &str) -> Result<Self, PeerError> {
+        Self::with_trust_of(url, ns, None)
+    }
+
+    /// [`new`](Self::new), believing `trust` for an `https://` URL.
+    pub fn with_trust(url: &str, ns: &str, trust: Trust) -> Result<Self, PeerError> {
+        Self::with_trust_of(url, ns, Some(trust))
+    }
+
+    fn with_trust_of(url: &str, ns: &str, trust: Option<Trust>) -> Result<Self, PeerError> {
         check_namespace(ns)?;
         let uri: Uri = url.parse().map_err(|_| PeerError::Url)?;
-        let plain = uri.scheme_str() == Some("http")
+        let scheme = uri.scheme_str();
+        let ok = matches!(scheme, Some("http" | "https"))
             && uri.authority().is_some()
             && uri.query().is_none()
             && matches!(uri.path(), "" | "/");
-        if !plain {
+        if !ok {
             return Err(PeerError::Url);
         }
+        let tls = scheme == Some("https");
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let client = match (tls, trust) {
+            (true, trust) => client(&trust.unwrap_or(Trust::SystemRoots))?,
+            // Plain HTTP: the TLS side is never used, and trusts nothing.
+            (false, _) => {
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(trust_nothing()?)
+                    .https_or_http()
+                    .enable_http1()
+                    .build();
+                Client::builder(TokioExecutor::new()).build(https)
+            }
+        };
         Ok(HttpPeer {
-            client: Client::builder(TokioExecutor::new()).build_http(),
-            base: format!("http://{authority}/v1/{ns}"),
+            client,
+            base: format!(
+                "{}://{authority}/v1/{ns}",
+                if tls { "https" } else { "http" }
+            ),
+            tls,
+            loopback: uri.host().is_some_and(is_loopback),
+            authorization: None,
             max_prefixes: DEFAULT_MAX_PREFIXES,
             max_response: DEFAULT_MAX_RESPONSE,
             requests: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
         })
+    }
+
+    /// This peer sending `token` with every request (`Authorization:
+    /// Bearer`). Refused for plain HTTP to an address that is not loopback,
+    /// where it would travel in clear.
+    pub fn with_token(mut self, token: &str) -> Result<Self, PeerError> {
+        if !self.tls && !self.loopback {
+            return Err(PeerError::TokenInClear);
+        }
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| PeerError::Url)?;
+        value.set_sensitive(true);
+        self.authorization = Some(value);
+        Ok(self)
+    }
+
+    /// Creates the remote namespace (an admin token's call); true when
+    /// this call made it, false when it existed.
+    pub async fn create_namespace(&self) -> Result<bool, PeerError> {
+        let out: CreatedOut = self.call(Method::PUT, "", None::<&()>).await?;
+        Ok(out.created)
     }
 
     /// This peer sending at most `n` prefixes per `children` request
@@ -270,15 +373,21 @@ impl HttpPeer {
             Some(b) => serde_json::to_vec(b).map_err(WireError::from)?,
             None => Vec::new(),
         };
-        let uri: Uri = format!("{}/{path}", self.base)
-            .parse()
-            .map_err(|_| PeerError::Url)?;
+        let url = match path {
+            "" => self.base.clone(),
+            path => format!("{}/{path}", self.base),
+        };
+        let uri: Uri = url.parse().map_err(|_| PeerError::Url)?;
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(method)
             .uri(uri)
-            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header(hyper::header::AUTHORIZATION, auth.clone());
+        }
+        let request = request
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|_| PeerError::Url)?;
         let response = self.client.request(request).await?;

@@ -4,9 +4,10 @@
 
 use axum::Router;
 
+use super::access::{AccessError, Grants, IssuedToken, issue_token, unix_now};
 use super::client::{HttpPeer, PeerError};
 use super::server::{ServerConfig, router};
-use crate::store::{PostgresStore, SqlStoreError, SqliteStore};
+use crate::store::{NamespaceListing, PostgresStore, SqlStoreError, SqliteStore, TokenRecord};
 use crate::tree::CompactedTree;
 use crate::universe::{SyncError, SyncReport};
 
@@ -35,6 +36,45 @@ impl Database {
         match self {
             Database::Sqlite(s) => router(s.clone(), config),
             Database::Postgres(s) => router(s.clone(), config),
+        }
+    }
+
+    /// Makes a token with `grants` in this database
+    /// ([`issue_token`]).
+    pub async fn issue_token(
+        &self,
+        label: &str,
+        grants: &Grants,
+        expires_at: Option<i64>,
+    ) -> Result<IssuedToken, AccessError> {
+        match self {
+            Database::Sqlite(s) => issue_token(s, label, grants, expires_at).await,
+            Database::Postgres(s) => issue_token(s, label, grants, expires_at).await,
+        }
+    }
+
+    /// Every token, revoked and expired ones included (never a secret).
+    pub async fn tokens(&self) -> Result<Vec<TokenRecord>, SqlStoreError> {
+        match self {
+            Database::Sqlite(s) => s.tokens().await,
+            Database::Postgres(s) => s.tokens().await,
+        }
+    }
+
+    /// Every namespace, by name.
+    pub async fn namespaces(&self) -> Result<Vec<NamespaceListing>, SqlStoreError> {
+        match self {
+            Database::Sqlite(s) => s.namespaces().await,
+            Database::Postgres(s) => s.namespaces().await,
+        }
+    }
+
+    /// Revokes token `id` now; false when there is no such token or it
+    /// was revoked already.
+    pub async fn revoke_token(&self, id: &str) -> Result<bool, SqlStoreError> {
+        match self {
+            Database::Sqlite(s) => s.revoke_token(id, unix_now()).await,
+            Database::Postgres(s) => s.revoke_token(id, unix_now()).await,
         }
     }
 

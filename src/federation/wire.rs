@@ -7,6 +7,7 @@
 //! positions above the leaves (level < 256) are ever sent.
 //!
 //! ```text
+//!   PUT  /v1/{ns}           (admin)                       -> {"namespace","created"}
 //!   POST /v1/{ns}/leaves    [{"key","value","sum"}, ...]  -> {"root","sum"}
 //!   GET  /v1/{ns}/root                                    -> {"root","sum"}
 //!   GET  /v1/{ns}/proof/{key}     -> {"root","sum","leaf": {"value","sum"} | null,"proof"}
@@ -20,6 +21,9 @@
 //!   sub = null | {"hash","sum"} | {"key","value","sum"}
 //!   errors: 4xx/5xx          -> {"error": "..."}
 //! ```
+//!
+//! Requests carry `Authorization: Bearer <token>` where the route needs
+//! more than public read (see [`access`](super::access)).
 
 use serde::{Deserialize, Serialize};
 
@@ -381,6 +385,26 @@ impl ChildrenOut {
                 ])
             })
             .collect()
+    }
+}
+
+/// `PUT /v1/{ns}`'s answer: the namespace and whether this call made it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreatedOut {
+    /// The namespace.
+    pub namespace: String,
+    /// True when this request created it; false when it existed.
+    pub created: bool,
+}
+
+impl CreatedOut {
+    /// The answer for `namespace`.
+    pub fn new(namespace: &str, created: bool) -> Self {
+        CreatedOut {
+            namespace: namespace.to_owned(),
+            created,
+        }
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) use sql::{Arg, Dialect, ReplyWait, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{
     CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,
+    TokenRecord,
 };
 #[cfg(feature = "postgres")]
 pub use sql::{

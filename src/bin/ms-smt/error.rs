@@ -172,6 +172,15 @@ pub enum CliError {
     /// A tree operation failed.
     #[error("{0}")]
     Tree(#[from] TreeError<SqlStoreError>),
+    /// A token could not be made, or a grant does not parse.
+    #[error("{0}")]
+    Access(#[from] ms_smt::federation::access::AccessError),
+    /// `tokens revoke` named a token that does not exist or was revoked.
+    #[error("no token {0:?} to revoke (unknown, or revoked already)")]
+    NoSuchToken(String),
+    /// A duration argument does not parse.
+    #[error("{0:?} is not a duration (a number and s, m, h or d: 90d, 12h)")]
+    BadDuration(String),
     /// Postgres did not answer in time.
     #[error("could not connect to Postgres within {0} s")]
     ConnectTimeout(u64),

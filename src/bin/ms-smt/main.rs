@@ -20,6 +20,7 @@ mod output;
 mod pins;
 mod proof;
 mod tapd;
+mod tokens;
 mod transfer;
 
 use std::process::ExitCode;
@@ -80,6 +81,9 @@ enum Command {
     Diff(diff::DiffArgs),
     /// tapd's trees: audit in place, import into --db, export from --db.
     Tapd(tapd::TapdArgs),
+    /// The federation server's access tokens: create (printed once), list,
+    /// revoke.
+    Tokens(tokens::TokensArgs),
 }
 
 /// What a command concluded: exit 0 or 1.
@@ -102,6 +106,7 @@ impl Command {
             },
             Command::Load(_) | Command::Import(_) => Access::Write,
             Command::Pin(_) | Command::Unpin(_) => Access::WriteExisting,
+            Command::Tokens(args) => args.access(),
             _ => Access::Read,
         })
     }
@@ -140,6 +145,7 @@ async fn run(cli: Cli) -> Res<Outcome> {
         Command::Unpin(args) => pins::unpin(&db, args, layout, out).await,
         Command::Diff(args) => diff::diff(&db, args, layout, out).await,
         Command::Tapd(args) => tapd::export(&db, args, layout, out).await,
+        Command::Tokens(args) => tokens::run(&db, args, out).await,
         Command::Verify(_) | Command::Load(_) | Command::Import(_) => Ok(Outcome::Ok),
     };
     db.close().await;

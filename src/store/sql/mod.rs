@@ -25,6 +25,7 @@ mod space;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod token;
+mod tokens;
 mod tx;
 
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
@@ -46,3 +47,4 @@ pub use snapshot::{ReadSnapshot, ServedBy};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
 pub use token::CommitToken;
+pub use tokens::TokenRecord;

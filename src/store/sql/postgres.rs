@@ -115,6 +115,26 @@ const CHANGE_JOURNAL: Migration = (
     CREATE INDEX ms_smt_versions_root ON ms_smt_versions (ns, root_hash);",
 );
 
+/// Version 6: the federation server's access tokens (`tokens.rs`).
+///
+/// One row per token: its public id, the SHA-256 hash of its secret (the
+/// secret itself is never stored), the operator's label, its grants as the
+/// federation writes them, and its creation, expiry and revocation times
+/// (seconds since the Unix epoch).
+const ACCESS_TOKENS: Migration = (
+    6,
+    "the federation server's access tokens",
+    "CREATE TABLE ms_smt_tokens (
+        id TEXT PRIMARY KEY NOT NULL,
+        hash BYTEA NOT NULL UNIQUE,
+        label TEXT NOT NULL,
+        grants TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT,
+        revoked_at BIGINT
+    );",
+);
+
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`read_paths`](crate::store::TreeStore::read_paths)).
 const JIT_GUARD_MIN_STARTS: usize = 32;
@@ -219,6 +239,7 @@ impl Dialect for PgConnection {
         ),
         VERSIONS_AND_PINS,
         CHANGE_JOURNAL,
+        ACCESS_TOKENS,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,

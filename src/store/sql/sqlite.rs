@@ -152,6 +152,26 @@ const CHANGE_JOURNAL: Migration = (
     CREATE INDEX ms_smt_versions_root ON ms_smt_versions (ns, root_hash);",
 );
 
+/// Version 7: the federation server's access tokens (`tokens.rs`).
+///
+/// One row per token: its public id, the SHA-256 hash of its secret (the
+/// secret itself is never stored), the operator's label, its grants as the
+/// federation writes them, and its creation, expiry and revocation times
+/// (seconds since the Unix epoch).
+const ACCESS_TOKENS: Migration = (
+    7,
+    "the federation server's access tokens",
+    "CREATE TABLE ms_smt_tokens (
+        id TEXT PRIMARY KEY NOT NULL,
+        hash BLOB NOT NULL UNIQUE,
+        label TEXT NOT NULL,
+        grants TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+    );",
+);
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file at `path` with
     /// [`SqliteStore::connect_options`], runs the migrations, and binds the
@@ -237,6 +257,7 @@ impl Dialect for SqliteConnection {
         REKEY_STRATA,
         VERSIONS_AND_PINS,
         CHANGE_JOURNAL,
+        ACCESS_TOKENS,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version INTEGER PRIMARY KEY NOT NULL,
