@@ -224,23 +224,17 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
         }
     }
 
-    /// True when `err` is a node that went missing because another writer
-    /// committed after `root` was read (its nodes may be gone): the read
-    /// retries from a fresh one. Reads are not one snapshot; nodes are
-    /// content-addressed, so a node that is found is always the right one,
-    /// and only a missing one can reveal the race: in the level reads, in
-    /// a path walk that stopped early, or in an off-path sibling. A pinned
-    /// tree does not move: a node missing from it is an error. (A write's
-    /// read phase is judged by the write engine, with every tree it read.)
+    /// True when the read of `root` that failed with `err` raced a writer
+    /// (the write engine's rule, [`engine::may_have_raced`], and the root
+    /// moved since): the read retries from a fresh one. A pinned tree does
+    /// not move: a node missing from it is an error.
     pub(crate) async fn lost_race(
         &self,
         target: Target,
         err: &PlanError,
         root: &ComputedNode,
     ) -> Res<bool, S> {
-        Ok(target.root.is_none()
-            && matches!(err, PlanError::MissingNode { .. })
-            && self.root().await? != *root)
+        Ok(target.root.is_none() && engine::may_have_raced(err) && self.root().await? != *root)
     }
 
     pub(crate) async fn read_each<T>(

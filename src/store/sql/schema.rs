@@ -246,6 +246,10 @@ mod tests {
                 6,
                 "b1d1af6fe9ba5a235d129a687c2dfa7f817f8d77ff70e0c70c0453ba88a43439",
             ),
+            (
+                7,
+                "54f8f10584846cb9dd39addae4d25af8e02b9c8f47aa32293e2be482c49e08bb",
+            ),
         ]);
     }
 
@@ -264,6 +268,10 @@ mod tests {
             (
                 5,
                 "9a3cb5ebc0d5169d85ea4a98f8a630c769a68df5efd43363b0d2f0c21c01fcb0",
+            ),
+            (
+                6,
+                "21a27428a8768ee42b77590d6c56422b9ebc5c000668e5bf497fafcc1989133e",
             ),
         ]);
     }

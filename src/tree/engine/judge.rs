@@ -75,8 +75,10 @@ pub(crate) async fn judge<S: ForestStore>(
             result: Err(e),
         } => rejudge(store, plan, TreeError::Store(e)).await,
         Ending::Unplanned(Unplanned { error, roots }) => {
-            if !matches!(error, TreeError::Plan(PlanError::MissingNode { .. })) || roots.is_empty()
-            {
+            let TreeError::Plan(plan_error) = &error else {
+                return Verdict::NotApplied(error);
+            };
+            if !may_have_raced(plan_error) || roots.is_empty() {
                 return Verdict::NotApplied(error);
             }
             match moved(store, &roots).await {
@@ -123,10 +125,20 @@ pub(crate) async fn rejudge<S: ForestStore>(
     }
 }
 
+/// True when `error` may be a race rather than a fault: a node missing
+/// from the nodes read. Reads are not one snapshot; nodes are
+/// content-addressed, so a node that is found is always the right one, and
+/// only a missing one can reveal that another writer committed after the
+/// root was read (its nodes may be gone). It was a race when a root moved
+/// meanwhile ([`moved`]); reads that are not writes
+/// ([`Tree`](crate::Tree)'s proofs and gets) judge their own by the same
+/// rule.
+pub(crate) fn may_have_raced(error: &PlanError) -> bool {
+    matches!(error, PlanError::MissingNode { .. })
+}
+
 /// True when a tree's root moved away from the one `roots` read: what
-/// tells a read that raced a writer from a store that lost a node. Reads
-/// that are not writes ([`Tree`](crate::Tree)'s proofs and gets) ask the
-/// same question of one tree.
+/// tells a read that raced a writer from a store that lost a node.
 pub(crate) async fn moved<S: ForestStore>(
     store: &S,
     roots: &[(Arc<Entry<S::Tree>>, ComputedNode)],
