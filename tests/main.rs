@@ -29,6 +29,8 @@ mod cli_tapd;
 mod federation;
 mod forest;
 mod layers;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod listing;
 mod multiproof;
 mod progress;
 mod proof_mutations;

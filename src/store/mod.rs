@@ -50,7 +50,8 @@ pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 pub(crate) use sql::{Arg, Dialect, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{
-    CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,
+    CommitToken, LeafCount, LeafRecount, NamespaceDamage, NamespaceListing, NamespaceSummary,
+    RecountProblem, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,
 };
 #[cfg(feature = "postgres")]
 pub use sql::{

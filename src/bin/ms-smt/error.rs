@@ -61,6 +61,15 @@ pub enum CliError {
     /// The namespace does not exist.
     #[error("no namespace {0:?} in this database")]
     NoNamespace(String),
+    /// The namespace's row or root row is damaged (`ms-smt audit` tells
+    /// more).
+    #[error("namespace {namespace:?} is damaged: {damage}")]
+    Damaged {
+        /// The namespace.
+        namespace: String,
+        /// What the listing found.
+        damage: ms_smt::store::NamespaceDamage,
+    },
     /// `unpin` named a pin the namespace does not have.
     #[error("namespace {namespace:?} has no pin {name:?}")]
     NoSuchPin {
@@ -172,6 +181,9 @@ pub enum CliError {
     /// A tree operation failed.
     #[error("{0}")]
     Tree(#[from] TreeError<SqlStoreError>),
+    /// An option the engine does not have.
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// Postgres did not answer in time.
     #[error("could not connect to Postgres within {0} s")]
     ConnectTimeout(u64),

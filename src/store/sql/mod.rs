@@ -31,7 +31,10 @@ pub(crate) use dialect::{Arg, Dialect, Shared};
 pub use error::SqlStoreError;
 pub use forest::SqlTxForest;
 pub use handle::{SqlStore, SqlTxStore};
-pub use listing::{NamespaceListing, SchemaState};
+pub use listing::{
+    LeafCount, LeafRecount, NamespaceDamage, NamespaceListing, NamespaceSummary, RecountProblem,
+    SchemaState,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresTxStore};
 #[cfg(feature = "postgres")]

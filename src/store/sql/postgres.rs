@@ -111,6 +111,22 @@ const CHANGE_JOURNAL: Migration = (
     CREATE INDEX ms_smt_versions_root ON ms_smt_versions (ns, root_hash);",
 );
 
+/// Version 6: a leaf count per namespace (`listing.rs`).
+///
+/// `leaves` is the namespace's number of leaves, kept by every commit in
+/// its own statement (leaves added minus leaves removed), so a listing of
+/// the namespaces reads no tree. A namespace that held leaves before this
+/// version has `leaves_since` set: its `leaves` then counts the changes
+/// since the upgrade, and [`SqlStore::count_leaves`](super::SqlStore::count_leaves)
+/// (`ms-smt maintain`) counts its rows once and makes the count exact.
+const LEAF_COUNTS: Migration = (
+    6,
+    "a leaf count per namespace",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN leaves BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE ms_smt_namespaces ADD COLUMN leaves_since BIGINT;
+    UPDATE ms_smt_namespaces SET leaves_since = version WHERE root_hash IS NOT NULL;",
+);
+
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`read_paths`](crate::store::TreeStore::read_paths)).
 const JIT_GUARD_MIN_STARTS: usize = 32;
@@ -176,6 +192,7 @@ impl Dialect for PgConnection {
         ),
         VERSIONS_AND_PINS,
         CHANGE_JOURNAL,
+        LEAF_COUNTS,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,
@@ -453,6 +470,7 @@ impl Dialect for PgConnection {
                 }
             }
             roots.push(id, &commit.new_root, version);
+            roots.leaf_delta.push(commit.leaf_delta);
             if commit.state.journal.is_some() {
                 journal.push(id, version, &commit.leaves);
                 versions.push(id, &commit.new_root, version);
@@ -491,8 +509,11 @@ impl Dialect for PgConnection {
                  INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
                  SELECT u.*, CAST(EXTRACT(EPOCH FROM now()) AS BIGINT) \
                  FROM UNNEST($25::int8[], $26::int8[], $27::bytea[], $28::int8[]) AS u) \
-             UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v \
-             FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[]) AS u(id, h, s, v) \
+             UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v, \
+                 leaves = CASE WHEN u.h IS NULL THEN 0 ELSE n.leaves + u.d END, \
+                 leaves_since = CASE WHEN u.h IS NULL THEN NULL ELSE n.leaves_since END \
+             FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[], $29::int8[]) \
+                 AS u(id, h, s, v, d) \
              WHERE n.id = u.id",
         )
         .bind(kept.ns)
@@ -523,6 +544,7 @@ impl Dialect for PgConnection {
         .bind(versions.version)
         .bind(versions.hash)
         .bind(versions.sum)
+        .bind(roots.leaf_delta)
         .execute(&mut *self))
         .await?;
         for commit in commits {
@@ -541,8 +563,8 @@ impl Dialect for PgConnection {
              SELECT ns, path, depth, version, $2, body FROM ms_smt_strata \
              WHERE ns = $1 AND version <= $3), \
          gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
-         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2 \
-         WHERE id = $1",
+         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2, \
+             leaves = 0, leaves_since = NULL WHERE id = $1",
             )
             .bind(state.info.id)
             .bind(state.version.saturating_add(1))
@@ -708,13 +730,14 @@ impl<'a> RowArrays<'a> {
 }
 
 /// New roots, as the statement's parallel arrays (hash and sum NULL for
-/// the empty tree).
+/// the empty tree), and each commit's change of the leaf count.
 #[derive(Default)]
 struct RootArrays {
     id: Vec<i64>,
     hash: Vec<Option<Vec<u8>>>,
     sum: Vec<Option<i64>>,
     version: Vec<i64>,
+    leaf_delta: Vec<i64>,
 }
 
 impl RootArrays {
