@@ -56,7 +56,8 @@ pub use sql::{
 #[cfg(feature = "postgres")]
 pub use sql::{
     DEFAULT_POSTGRES_REPLY_WAIT, DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore,
-    ReadSnapshot, ReplicaSet, ServedBy, postgres_reply_wait, set_postgres_reply_wait,
+    ReadSnapshot, ReplicaSet, STALE_CHECK_AFTER, ServedBy, postgres_reply_wait,
+    set_postgres_reply_wait,
 };
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};

@@ -36,7 +36,7 @@ pub use listing::{
     SchemaState,
 };
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresTxStore};
+pub use postgres::{PostgresStore, PostgresTxStore, STALE_CHECK_AFTER};
 #[cfg(feature = "postgres")]
 pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
 #[cfg(feature = "postgres")]

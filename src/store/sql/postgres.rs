@@ -23,8 +23,10 @@
 //! * The schema is versioned ([`PostgresStore::migrate`](super::SqlStore::migrate)): a database written
 //!   by an earlier schema of this release line is upgraded when opened.
 
+use std::time::Duration;
+
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgConnection, SqlStr};
+use sqlx::{Connection, Executor, PgConnection, SqlStr};
 
 use super::dialect::{
     Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
@@ -153,15 +155,43 @@ impl PostgresStore {
     /// compiling the plan then costs ~200 ms for a ~20 ms query. (On a
     /// host's pool, [`from_pool`](Self::from_pool), large walks turn JIT
     /// off for themselves only, at three extra round trips.)
+    ///
+    /// A pooled connection that sat idle for [`STALE_CHECK_AFTER`] or more
+    /// is checked (one `ping` round trip, under the reply wait) before a
+    /// call gets it, and replaced when it is dead: after a restart of the
+    /// server (or a failover behind a proxy) no call fails on a connection
+    /// the pool held across it. Connections in steady use are not checked,
+    /// so a loaded store pays no extra round trip.
     pub async fn connect(url: &str) -> Res<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
+            .before_acquire(|conn, meta| Box::pin(check_idle(conn, meta)))
             .max_connections(16)
             .connect_with(options.options([("jit", "off")]))
             .await?;
         Self::opened(pool, true).await
     }
+}
+
+/// How long a pooled connection of [`PostgresStore::connect`] may sit idle
+/// before it is checked when next handed out (1 s).
+///
+/// A restart of the server (a fast shutdown and a start, or a failover to
+/// a new primary) takes longer than that, so every connection the pool
+/// held across one is checked; one used within the last second is not.
+pub const STALE_CHECK_AFTER: Duration = Duration::from_secs(1);
+
+/// The pool's check of an idle connection: `Ok(false)` (the pool closes it
+/// and hands out another, or a new one) when it does not answer a ping.
+async fn check_idle(
+    conn: &mut PgConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for < STALE_CHECK_AFTER {
+        return Ok(true);
+    }
+    Ok(PgConnection::bounded(conn.ping()).await.is_ok())
 }
 
 fn height_sql(height: StratumHeight) -> i32 {
