@@ -16,6 +16,7 @@ mod diff;
 mod error;
 mod inspect;
 mod load;
+mod maintain;
 mod output;
 mod pins;
 mod proof;
@@ -80,6 +81,10 @@ enum Command {
     Diff(diff::DiffArgs),
     /// tapd's trees: audit in place, import into --db, export from --db.
     Tapd(tapd::TapdArgs),
+    /// Upkeep for a long-running database: count uncounted namespaces,
+    /// prune change journals, list pins, vacuum; exit 1 if a namespace
+    /// could not be counted.
+    Maintain(maintain::MaintainArgs),
 }
 
 /// What a command concluded: exit 0 or 1.
@@ -101,7 +106,7 @@ impl Command {
                 false => Access::Read,
             },
             Command::Load(_) | Command::Import(_) => Access::Write,
-            Command::Pin(_) | Command::Unpin(_) => Access::WriteExisting,
+            Command::Pin(_) | Command::Unpin(_) | Command::Maintain(_) => Access::WriteExisting,
             _ => Access::Read,
         })
     }
@@ -140,6 +145,7 @@ async fn run(cli: Cli) -> Res<Outcome> {
         Command::Unpin(args) => pins::unpin(&db, args, layout, out).await,
         Command::Diff(args) => diff::diff(&db, args, layout, out).await,
         Command::Tapd(args) => tapd::export(&db, args, layout, out).await,
+        Command::Maintain(args) => maintain::maintain(&db, &spec, args, out).await,
         Command::Verify(_) | Command::Load(_) | Command::Import(_) => Ok(Outcome::Ok),
     };
     db.close().await;
