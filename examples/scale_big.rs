@@ -90,7 +90,11 @@ fn parse_args() -> Res<Args> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let list = |v: &str| v.split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>();
+        let list = |v: &str| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .collect::<Vec<_>>()
+        };
         match flag.as_str() {
             "--sizes" => {
                 a.sizes = list(&value)
@@ -453,8 +457,12 @@ async fn sqlite_size(path: &Path) -> Res<(i64, i64)> {
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
         .execute(&pool)
         .await?;
-    let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(&pool).await?;
-    let page: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&pool).await?;
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(&pool)
+        .await?;
+    let page: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(&pool)
+        .await?;
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ms_smt_strata")
         .fetch_one(&pool)
         .await?;
@@ -565,7 +573,9 @@ fn table(all: &[Measured]) -> String {
             m.bytes_after_vacuum
                 .map_or(f64::NAN, |b| b as f64 / m.leaves_after.max(1) as f64)
         }),
-        ("strata rows per leaf", "", |m| m.strata_rows as f64 / m.n as f64),
+        ("strata rows per leaf", "", |m| {
+            m.strata_rows as f64 / m.n as f64
+        }),
         ("insert_many 1,000, warm", " ms", |m| m.insert_warm_ms),
         ("insert_many 1,000, cold", " ms", |m| m.insert_cold_ms),
         ("… its round trips", "", |m| m.insert_cold_round_trips),
@@ -573,7 +583,9 @@ fn table(all: &[Measured]) -> String {
         ("… p99", " ms", |m| m.writer_p99_ms),
         ("cold proof, one key", " ms", |m| m.proof_cold_ms),
         ("… its round trips", "", |m| m.proof_cold_round_trips),
-        ("cold merkle_proofs, 1,000 keys", " ms", |m| m.proofs_1000_cold_ms),
+        ("cold merkle_proofs, 1,000 keys", " ms", |m| {
+            m.proofs_1000_cold_ms
+        }),
         ("full audit", " s", |m| m.audit_secs),
         ("peak RSS during the audit", " MB", |m| m.audit_peak_mb),
     ];

@@ -406,17 +406,25 @@ trait Store:
     + 'static
 {
     fn named(&self, name: &str) -> Self;
+    /// Nodes the handle remembers now.
+    fn recent_len(&self) -> usize;
 }
 
 impl Store for SqliteStore {
     fn named(&self, name: &str) -> Self {
         self.open_namespace(name)
     }
+    fn recent_len(&self) -> usize {
+        self.recent().len()
+    }
 }
 
 impl Store for PostgresStore {
     fn named(&self, name: &str) -> Self {
         self.open_namespace(name)
+    }
+    fn recent_len(&self) -> usize {
+        self.recent().len()
     }
 }
 
@@ -945,6 +953,8 @@ struct Sample {
     ops: BTreeMap<&'static str, (u64, f64, f64, f64)>,
     rss_mb: f64,
     model_mb: f64,
+    /// Nodes every tree handle of the forest remembers, summed.
+    recent_nodes: u64,
     db: DbSample,
     groups: u64,
     group_leaves: f64,
@@ -985,7 +995,7 @@ pin_n,pin_p99_ms,pinread_p99_ms,unpin_p99_ms,prune_n,prune_p99_ms,pruned_rows,\
 rss_mb,model_mb,live_leaves,namespaces,strata_rows,rows_per_leaf,history_rows,change_rows,\
 version_rows,pins,db_bytes,table_bytes,index_bytes,wal_bytes,bytes_per_leaf,freelist_pages,\
 dead_tuples,hot_share,autovacuums,wal_written_bytes,checkpoints,heap_hit_share,groups,\
-mean_group_leaves,planning_share,committing_share,waiting_share";
+mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes";
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -1081,6 +1091,7 @@ impl Sample {
             f(self.planning_share),
             f(self.committing_share),
             f(self.waiting_share),
+            self.recent_nodes.to_string(),
         ]
         .join(",")
     }
@@ -1304,6 +1315,13 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             ops,
             rss_mb: rss_mb(),
             model_mb: f64::NAN,
+            recent_nodes: (0..=args.small_trees)
+                .map(tree_name)
+                .chain([PARENT.to_owned()])
+                .filter_map(|n| ctx.forest.tree(&n).ok())
+                .map(|t| t.store().recent_len() as u64)
+                .sum::<u64>()
+                + follower_tree.store().recent_len() as u64,
             wal_written: delta(db.wal_lsn, before_db.wal_lsn),
             hot_share,
             heap_hit_share,

@@ -36,6 +36,8 @@ mod progress;
 mod proof_mutations;
 mod properties;
 mod recovery;
+#[cfg(feature = "postgres")]
+mod restart;
 mod schema;
 mod spec_examples;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
