@@ -607,7 +607,10 @@ async fn guarded(db: &Database) -> Res<Vec<String>> {
         .await?
         .into_iter()
         .filter(|n| n.name != HONEST && n.name != PARENT)
-        .map(|n| format!("{} {} {} v{}", n.name, n.root.hash, n.root.sum, n.version))
+        .map(|n| match n.summary {
+            Ok(s) => format!("{} {} {} v{}", n.name, s.root.hash, s.root.sum, s.version),
+            Err(damage) => format!("{} damaged: {damage:?}", n.name),
+        })
         .collect())
 }
 

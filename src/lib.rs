@@ -30,6 +30,8 @@
 //!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
 //!   ([`View::subtree`]) and proofs of them for a holder of the root alone
 //!   ([`SumProof`]: a prefix, or a key range).
+//! * [`metrics`]: the writer's and the store's counters in the Prometheus
+//!   text format, for a host's own `/metrics` route.
 //! * Federation over HTTP (feature `http`): `federation::router` serves a
 //!   SQL database's namespaces as JSON, and `federation::HttpPeer` syncs a
 //!   local tree from one, fetching only the subtrees that differ.
@@ -103,6 +105,7 @@ pub mod federation;
 mod hash;
 mod layout;
 mod lift;
+pub mod metrics;
 mod pin;
 mod progress;
 pub mod proof;

@@ -105,8 +105,9 @@ fn s(p: &Path) -> &str {
 }
 
 /// Flips one byte in the middle of the deepest strata row of `ns` (the
-/// first by path among the deepest): a second call puts it back.
-async fn corrupt_row<DB: sqlx::Database>(conn: &mut DB::Connection, ns: &str)
+/// first by path among the deepest), or of its root row (depth 0) with
+/// `root`: a second call puts it back.
+async fn corrupt_row<DB: sqlx::Database>(conn: &mut DB::Connection, ns: &str, root: bool)
 where
     <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -119,7 +120,8 @@ where
     let (path, depth, mut body): (Vec<u8>, i64, Vec<u8>) =
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata WHERE ns = {id} \
-         ORDER BY depth DESC, path LIMIT 1"
+         ORDER BY depth {}, path LIMIT 1",
+            if root { "ASC" } else { "DESC" }
         )))
         .bind(ns.to_owned())
         .fetch_one(&mut *conn)
@@ -146,19 +148,100 @@ enum Engine {
 }
 
 async fn corrupt(engine: &Engine, ns: &str) {
+    corrupt_at(engine, ns, false).await;
+}
+
+async fn corrupt_at(engine: &Engine, ns: &str, root: bool) {
     match engine {
         Engine::Sqlite(path) => {
             let url = format!("sqlite://{}", path.display());
             let mut conn = sqlx::SqliteConnection::connect(&url).await.expect("open");
-            corrupt_row::<sqlx::Sqlite>(&mut conn, ns).await;
+            corrupt_row::<sqlx::Sqlite>(&mut conn, ns, root).await;
             conn.close().await.expect("close");
         }
         Engine::Postgres(url) => {
             let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-            corrupt_row::<sqlx::Postgres>(&mut conn, ns).await;
+            corrupt_row::<sqlx::Postgres>(&mut conn, ns, root).await;
             conn.close().await.expect("close");
         }
     }
+}
+
+/// Runs `statement` on the database directly.
+async fn exec(engine: &Engine, statement: &str) {
+    let statement = sqlx::AssertSqlSafe(statement.to_owned());
+    match engine {
+        Engine::Sqlite(path) => {
+            let url = format!("sqlite://{}", path.display());
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.expect("open");
+            sqlx::raw_sql(statement)
+                .execute(&mut conn)
+                .await
+                .expect("exec");
+            conn.close().await.expect("close");
+        }
+        Engine::Postgres(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+            sqlx::raw_sql(statement)
+                .execute(&mut conn)
+                .await
+                .expect("exec");
+            conn.close().await.expect("close");
+        }
+    }
+}
+
+/// `namespaces` reads no tree: a damaged root row is listed beside the
+/// sound namespaces (exit 1). `maintain` counts a namespace left
+/// uncounted (as an upgrade leaves it) and reports its steps.
+async fn listing_and_maintenance(db: &str, engine: &Engine, ns: &str, copy: &str) {
+    corrupt_at(engine, copy, true).await;
+    let run = ms_smt(&["--db", db, "--json", "namespaces"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let listing = run.json();
+    let entry = |name: &str| {
+        listing["namespaces"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|n| n["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not listed"))
+    };
+    assert!(entry(copy)["damage"].is_string(), "{listing}");
+    assert_eq!(entry(ns)["leaves"], LEAVES);
+    assert_eq!(listing["damaged"], 1);
+    corrupt_at(engine, copy, true).await;
+    assert_eq!(snapshot(db)["damaged"], 0, "mended");
+
+    exec(
+        engine,
+        &format!(
+            "UPDATE ms_smt_namespaces SET leaves = 0, leaves_since = version WHERE name = '{ns}'"
+        ),
+    )
+    .await;
+    let entry = listed(db, ns).expect("listed");
+    assert!(entry["leaves"].is_null(), "{entry}");
+    assert!(entry["leaves_uncounted_since"].is_u64(), "{entry}");
+    let done = ok_json(db, &["maintain"]);
+    assert_eq!(done["uncounted"], 0, "{done}");
+    let counted = &done["steps"][0]["namespaces"];
+    assert_eq!(counted[0]["name"], ns, "{done}");
+    assert_eq!(counted[0]["leaves"], LEAVES, "{done}");
+    assert_eq!(listed(db, ns).expect("listed")["leaves"], LEAVES);
+    let again = ok_json(
+        db,
+        &[
+            "maintain",
+            "--vacuum",
+            "full",
+            "--journal-keep-versions",
+            "10",
+        ],
+    );
+    assert_eq!(again["steps"][0]["namespaces"], serde_json::json!([]));
+    assert!(again["after"]["db_bytes"].as_u64().is_some(), "{again}");
 }
 
 /// The whole operator path on database `db`, with a second SQLite
@@ -360,6 +443,7 @@ async fn scenario(db: &str, engine: Engine, second: &str, dir: &Path) {
     // leaves) do not depend on which byte the flip hit.
     corrupt(&engine, &copy).await;
     assert_eq!(ok_json(db, &["audit", &copy])["clean"], true, "mended");
+    listing_and_maintenance(db, &engine, &ns, &copy).await;
 
     many_trees(db, dir).await;
     bad_inputs(db, &ns, dir, &all, &export).await;

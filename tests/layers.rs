@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!   primitives < layout, pin < descent < strata < proof < audit < store
-//!     < store's SQL core < tree < universe < federation < tapd < lib.rs,
+//!     < store's SQL core < tree < universe < metrics < federation < tapd
+//!     < lib.rs,
 //!     test_utils
 //! ```
 //!
@@ -35,12 +36,16 @@ fn rank(path: &[&str]) -> Option<u32> {
         "failpoint" => 7,
         "tree" => 8,
         "universe" => 9,
+        // The writer's and the store's counters in the Prometheus text
+        // format: above the tree and stores it reads, below the server
+        // that serves them.
+        "metrics" => 10,
         // Federation over HTTP (cargo feature `http`): above the universe
-        // operations it serves.
-        "federation" => 10,
+        // operations and the metrics it serves.
+        "federation" => 11,
         // Interop with tapd's tables: above the tree and universe
         // operations it imports into and exports from.
-        "tapd" => 11,
+        "tapd" => 12,
         "lib" | "test_utils" => return None,
         other => panic!("module {other} has no rank: add it to tests/layers.rs"),
     })

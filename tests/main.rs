@@ -31,12 +31,16 @@ mod federation;
 mod federation_access;
 mod forest;
 mod layers;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod listing;
 mod multiproof;
 mod progress;
 mod proof_mutations;
 mod properties;
 mod recovery;
 mod reply_wait;
+#[cfg(feature = "postgres")]
+mod restart;
 mod schema;
 mod spec_examples;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]

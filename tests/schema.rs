@@ -32,8 +32,8 @@ use crate::support;
 use std::str::FromStr;
 
 use ms_smt::store::{
-    AuditStore, BulkStore, PinStore, PostgresStore, SchemaState, SqlStoreError, SqliteStore,
-    Writable,
+    AuditStore, BulkStore, LeafCount, PinStore, PostgresStore, SchemaState, SqlStoreError,
+    SqliteStore, Writable,
 };
 use ms_smt::{Compacted, ComputedNode, Full, Key, Layout, Leaf, Tree};
 use rand::rngs::StdRng;
@@ -101,6 +101,19 @@ macro_rules! no_journal {
     };
 }
 
+/// What turns a current database back into one before the leaf counts.
+macro_rules! no_counts {
+    ($version:literal) => {
+        concat!(
+            "ALTER TABLE ms_smt_namespaces DROP COLUMN leaves; \
+             ALTER TABLE ms_smt_namespaces DROP COLUMN leaves_since; \
+             DELETE FROM ms_smt_migrations WHERE version = ",
+            $version,
+            "; "
+        )
+    };
+}
+
 /// An earlier schema: its name, the SQL that turns a current database
 /// back into it, and the ledger it has.
 type Earlier = (&'static str, &'static str, &'static [i64]);
@@ -135,6 +148,12 @@ trait Db {
     fn namespace(store: &Self::Store, name: &str) -> Self::Store {
         BulkStore::open_namespace(store, name).expect("namespace")
     }
+
+    /// Each namespace's listed leaf count (`None`: damaged).
+    async fn counts(store: &Self::Store) -> Vec<(String, Option<LeafCount>)>;
+
+    /// Counts the uncounted namespaces; what each came to.
+    async fn recount(store: &Self::Store) -> Vec<(String, Option<u64>)>;
 
     /// Closes what `open` opened.
     async fn close(&self, store: Self::Store) {
@@ -424,6 +443,37 @@ async fn earlier_schemas_upgrade<D: Db>(mut make: impl FnMut(&str) -> Option<D>)
             .expect("write after upgrade");
         model::apply(&mut m, &batch);
         check::<D, Compacted>(&store, "compacted", &m).await;
+        // The trees held leaves before the counts: uncounted until
+        // counted once, then exact, also through writes.
+        let uncounted = D::counts(&store).await;
+        assert!(
+            uncounted
+                .iter()
+                .all(|(_, c)| matches!(c, Some(LeafCount::Uncounted { .. }))),
+            "{what}: {uncounted:?}"
+        );
+        let mut counted = D::recount(&store).await;
+        counted.sort();
+        assert_eq!(
+            counted,
+            [
+                ("compacted".to_owned(), Some(m.len() as u64)),
+                ("full".to_owned(), Some(full.len() as u64))
+            ],
+            "{what}: counted"
+        );
+        tree.insert_many([(hkey("compacted", 3), Leaf::empty())])
+            .await
+            .expect("write after the count");
+        model::apply(&mut m, &[(hkey("compacted", 3), Leaf::empty())]);
+        let exact = D::counts(&store).await;
+        assert!(
+            exact.contains(&(
+                "compacted".to_owned(),
+                Some(LeafCount::Exact(m.len() as u64))
+            )),
+            "{what}: {exact:?}"
+        );
         let view = tree.at_pin("upgraded").await.expect("at_pin");
         assert_eq!(
             view.root().await.expect("pinned root"),
@@ -584,17 +634,23 @@ impl Db for SqliteFile {
     type Store = SqliteStore;
     type Raw = SqlitePool;
     const POOL: fn(&SqliteStore) -> &SqlitePool = SqliteStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7, 8];
     const EARLIER: &'static [Earlier] = &[
-        ("schema 6 (no access tokens)", no_tokens!(7), &[2, 4, 5, 6]),
+        ("schema 7 (no leaf counts)", no_counts!(8), &[2, 4, 5, 6, 7]),
+        (
+            "schema 6 (no access tokens)",
+            concat!(no_counts!(8), no_tokens!(7)),
+            &[2, 4, 5, 6],
+        ),
         (
             "schema 5 (no change journal)",
-            concat!(no_tokens!(7), no_journal!(6)),
+            concat!(no_counts!(8), no_tokens!(7), no_journal!(6)),
             &[2, 4, 5],
         ),
         (
             "schema 4 (no versions or pins)",
             concat!(
+                no_counts!(8),
                 no_tokens!(7),
                 no_journal!(6),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
@@ -607,6 +663,7 @@ impl Db for SqliteFile {
         (
             "schema 2 (WITHOUT ROWID strata)",
             concat!(
+                no_counts!(8),
                 no_tokens!(7),
                 no_journal!(6),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
@@ -643,6 +700,26 @@ impl Db for SqliteFile {
 
     async fn schema_state(store: &SqliteStore) -> Result<SchemaState, SqlStoreError> {
         store.schema_state().await
+    }
+
+    async fn counts(store: &SqliteStore) -> Vec<(String, Option<LeafCount>)> {
+        store
+            .namespaces()
+            .await
+            .expect("namespaces")
+            .into_iter()
+            .map(|n| (n.name, n.summary.ok().map(|s| s.leaves)))
+            .collect()
+    }
+
+    async fn recount(store: &SqliteStore) -> Vec<(String, Option<u64>)> {
+        store
+            .count_leaves(&ms_smt::ProgressSink::default())
+            .await
+            .expect("count_leaves")
+            .into_iter()
+            .map(|r| (r.name, r.outcome.ok()))
+            .collect()
     }
 }
 
@@ -729,17 +806,23 @@ impl Db for PgSchema {
     type Store = PostgresStore;
     type Raw = PgPool;
     const POOL: fn(&PostgresStore) -> &PgPool = PostgresStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5, 6];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7];
     const EARLIER: &'static [Earlier] = &[
-        ("schema 5 (no access tokens)", no_tokens!(6), &[2, 4, 5]),
+        ("schema 6 (no leaf counts)", no_counts!(7), &[2, 4, 5, 6]),
+        (
+            "schema 5 (no access tokens)",
+            concat!(no_counts!(7), no_tokens!(6)),
+            &[2, 4, 5],
+        ),
         (
             "schema 4 (no change journal)",
-            concat!(no_tokens!(6), no_journal!(5)),
+            concat!(no_counts!(7), no_tokens!(6), no_journal!(5)),
             &[2, 4],
         ),
         (
             "schema 2 (no versions or pins)",
             concat!(
+                no_counts!(7),
                 no_tokens!(6),
                 no_journal!(5),
                 "DROP TABLE ms_smt_pins; DROP TABLE ms_smt_history; \
@@ -767,6 +850,26 @@ impl Db for PgSchema {
 
     async fn schema_state(store: &PostgresStore) -> Result<SchemaState, SqlStoreError> {
         store.schema_state().await
+    }
+
+    async fn counts(store: &PostgresStore) -> Vec<(String, Option<LeafCount>)> {
+        store
+            .namespaces()
+            .await
+            .expect("namespaces")
+            .into_iter()
+            .map(|n| (n.name, n.summary.ok().map(|s| s.leaves)))
+            .collect()
+    }
+
+    async fn recount(store: &PostgresStore) -> Vec<(String, Option<u64>)> {
+        store
+            .count_leaves(&ms_smt::ProgressSink::default())
+            .await
+            .expect("count_leaves")
+            .into_iter()
+            .map(|r| (r.name, r.outcome.ok()))
+            .collect()
     }
 }
 

@@ -10,7 +10,9 @@
 //! per client address and per token (429). Each route then asks for its
 //! scope over its namespace (403 without it): `read` for roots, proofs,
 //! `children` and the change feed, `write` for `POST /leaves`, `admin` for
-//! `PUT /v1/{ns}`, which creates a namespace (a write never does). A write
+//! `PUT /v1/{ns}`, which creates a namespace (a write never does), and
+//! `metrics` (never public) for `GET /metrics`, the Prometheus text of
+//! [`crate::metrics`]. A write
 //! to a parent tree is refused (403) before anything is read. Bodies are
 //! read only after those checks, with a cap on their size and on leaves
 //! per POST, and parsed here, not by axum's extractors, so every refusal
@@ -54,8 +56,11 @@ use crate::descent::UpdateBatch;
 use crate::error::TreeError;
 use crate::hash::Hash;
 use crate::layout::Compacted;
+use crate::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Metrics};
 use crate::node::ComputedNode;
-use crate::store::{Dialect, ForestStore, JournalStore, SqlStore, SqlStoreError, TreeUpdate};
+use crate::store::{
+    Dialect, ForestStore, JournalStore, SqlStore, SqlStoreError, StoreStats, TreeStore, TreeUpdate,
+};
 use crate::tree::{CompactedTree, Forest, ForestWriter, SubmitError, WriterConfig};
 
 /// Default [`ServerConfig::body_limit`]: 4 MiB.
@@ -277,6 +282,13 @@ pub enum ServeError {
         /// Where.
         namespace: String,
     },
+    /// The caller has no `metrics` scope and asked for `GET /metrics`
+    /// (403; the figures are never public).
+    #[error("{who} may not read the metrics")]
+    MetricsForbidden {
+        /// "an anonymous caller" or "token `<id>`".
+        who: String,
+    },
     /// A write named a parent tree, which only its children's writes
     /// change (403).
     #[error("namespace {namespace:?} is a parent tree: written only through its children")]
@@ -337,7 +349,9 @@ impl ServeError {
             ServeError::NoToken | ServeError::MalformedToken | ServeError::InvalidToken => {
                 StatusCode::UNAUTHORIZED
             }
-            ServeError::Forbidden { .. } | ServeError::ParentWrite { .. } => StatusCode::FORBIDDEN,
+            ServeError::Forbidden { .. }
+            | ServeError::MetricsForbidden { .. }
+            | ServeError::ParentWrite { .. } => StatusCode::FORBIDDEN,
             ServeError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ServeError::Busy | ServeError::Timeout(_) | ServeError::AccessCheck(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -466,13 +480,18 @@ fn require(
         return Ok(());
     }
     Err(ServeError::Forbidden {
-        who: match principal {
-            Principal::Anonymous => "an anonymous caller".to_owned(),
-            Principal::Token { id, .. } => format!("token {id}"),
-        },
+        who: who(principal),
         scope,
         namespace: ns.to_owned(),
     })
+}
+
+/// How a refusal names `principal` (never a secret).
+fn who(principal: &Principal) -> String {
+    match principal {
+        Principal::Anonymous => "an anonymous caller".to_owned(),
+        Principal::Token { id, .. } => format!("token {id}"),
+    }
 }
 
 /// The gate every request passes before its handler: the in-flight cap,
@@ -655,6 +674,43 @@ async fn create<C: Dialect>(
     Ok((StatusCode::CREATED, Json(CreatedOut::new(&ns, true))))
 }
 
+/// `GET /metrics`: the store writer's counters, each open namespace
+/// handle's and every namespace's gauges, in the Prometheus text format
+/// ([`crate::metrics`]). Needs the `metrics` scope (public read does not
+/// cover it); the namespace listing costs O(namespaces).
+async fn metrics<C: Dialect>(
+    State(shared): State<Arc<Shared<C>>>,
+    caller: Caller,
+) -> Result<Response, ServeError> {
+    let principal = principal_of(caller)?;
+    if !principal.allows(Scope::Metrics, None) {
+        return Err(ServeError::MetricsForbidden {
+            who: who(&principal),
+        });
+    }
+    let mut out = Metrics::new();
+    if let Some(writer) = shared.writer.get() {
+        out = out.writer("federation", &writer.stats());
+    }
+    let mut handles: Vec<(String, StoreStats)> = shared
+        .lock()
+        .iter()
+        .map(|(name, tree)| (name.clone(), tree.store().stats()))
+        .collect();
+    handles.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, stats) in &handles {
+        out = out.store(name, stats);
+    }
+    let listing = shared
+        .forest
+        .store()
+        .namespaces()
+        .await
+        .map_err(TreeError::Store)?;
+    let body = out.namespaces(&listing).render();
+    Ok(([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], body).into_response())
+}
+
 async fn root<C: Dialect>(
     State(shared): State<Arc<Shared<C>>>,
     caller: Caller,
@@ -799,7 +855,7 @@ pub fn forest_router<C: Dialect>(
     routes(forest, config, Router::new())
 }
 
-/// [`forest_router`] with `extra` routes (e.g. a metrics route) merged in
+/// [`forest_router`] with `extra` routes (e.g. a health check) merged in
 /// before the gate, so they get the same caller, limits and time bound;
 /// each checks its own scope on the request's [`Principal`] extension.
 pub fn routes<C: Dialect>(
@@ -825,6 +881,7 @@ pub fn routes<C: Dialect>(
         .route("/v1/{ns}/proof/{key}", get(proof::<C>))
         .route("/v1/{ns}/children", post(children::<C>))
         .route("/v1/{ns}/changes", get(changes::<C>))
+        .route("/metrics", get(metrics::<C>))
         .with_state(shared.clone())
         .merge(extra)
         .fallback(async || ServeError::NoRoute)

@@ -50,13 +50,14 @@ pub use recent::{DEFAULT_RECENT_NODES, RecentNodes};
 pub(crate) use sql::{Arg, Dialect, ReplyWait, Shared};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::{
-    CommitToken, NamespaceListing, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore,
-    TokenRecord,
+    CommitToken, LeafCount, LeafRecount, NamespaceDamage, NamespaceListing, NamespaceSummary,
+    RecountProblem, SchemaState, SqlStore, SqlStoreError, SqlTxForest, SqlTxStore, TokenRecord,
 };
 #[cfg(feature = "postgres")]
 pub use sql::{
     DEFAULT_POSTGRES_REPLY_WAIT, DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore,
-    ReadSnapshot, ReplicaSet, ServedBy, postgres_reply_wait, set_postgres_reply_wait,
+    ReadSnapshot, ReplicaSet, STALE_CHECK_AFTER, ServedBy, postgres_reply_wait,
+    set_postgres_reply_wait,
 };
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteTxStore};

@@ -61,6 +61,15 @@ pub enum CliError {
     /// The namespace does not exist.
     #[error("no namespace {0:?} in this database")]
     NoNamespace(String),
+    /// The namespace's row or root row is damaged (`ms-smt audit` tells
+    /// more).
+    #[error("namespace {namespace:?} is damaged: {damage}")]
+    Damaged {
+        /// The namespace.
+        namespace: String,
+        /// What the listing found.
+        damage: ms_smt::store::NamespaceDamage,
+    },
     /// `unpin` named a pin the namespace does not have.
     #[error("namespace {namespace:?} has no pin {name:?}")]
     NoSuchPin {
@@ -181,6 +190,9 @@ pub enum CliError {
     /// A duration argument does not parse.
     #[error("{0:?} is not a duration (a number and s, m, h or d: 90d, 12h)")]
     BadDuration(String),
+    /// An option the engine does not have.
+    #[error("{0}")]
+    Unsupported(&'static str),
     /// Postgres did not answer in time.
     #[error("could not connect to Postgres within {0} s")]
     ConnectTimeout(u64),

@@ -1,13 +1,13 @@
 //! `namespaces` and `stats`: what the database holds.
 
 use clap::Args;
-use ms_smt::store::NamespaceListing;
+use ms_smt::store::{LeafCount, NamespaceListing, NamespaceSummary};
 use ms_smt::{DEFAULT_PAGE, Layout, Leaf, Tree, View};
 use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::db::{Db, LayoutArg, Store, TreeJob};
-use crate::error::Res;
+use crate::error::{CliError, Res};
 use crate::output::{Output, name_text, node_json, node_text};
 
 /// Arguments of `stats`.
@@ -57,27 +57,55 @@ impl LeafStats {
     }
 }
 
-fn listing_json(ns: &NamespaceListing, leaves: u64) -> Value {
-    json!({
-        "name": ns.name,
-        "leaves": leaves,
-        "root": node_json(&ns.root),
-        "version": ns.version,
-        "stratum_height": ns.stratum_height.get(),
-        "pins": ns.pins,
-    })
+/// A namespace's listing as JSON: its summary, or its damage.
+fn listing_json(ns: &NamespaceListing) -> Value {
+    match &ns.summary {
+        Ok(s) => json!({
+            "name": ns.name,
+            "leaves": s.leaves.exact(),
+            "leaves_uncounted_since": match s.leaves {
+                LeafCount::Uncounted { since_version } => Some(since_version),
+                LeafCount::Exact(_) => None,
+            },
+            "root": node_json(&s.root),
+            "version": s.version,
+            "stratum_height": s.stratum_height.get(),
+            "pins": s.pins,
+        }),
+        Err(damage) => json!({ "name": ns.name, "damage": damage.to_string() }),
+    }
 }
 
-/// `namespaces`: every namespace with its leaf count (a walk of its
-/// leaves), root, version, stratum height and pin count.
-pub async fn namespaces(db: &Db, layout: LayoutArg, out: Output) -> Res<Outcome> {
-    let mut rows = Vec::new();
-    for ns in db.namespaces().await? {
-        let stats = db.with_tree(layout, &ns.name, LeafStats::default()).await?;
-        rows.push((ns, stats.leaves));
+/// A leaf count as printed: the number, or `?` while it is uncounted.
+fn leaves_text(leaves: LeafCount) -> String {
+    match leaves {
+        LeafCount::Exact(n) => n.to_string(),
+        LeafCount::Uncounted { .. } => "?".to_owned(),
     }
-    let json = Value::Array(rows.iter().map(|(ns, n)| listing_json(ns, *n)).collect());
-    out.emit(json!({ "namespaces": json }), || {
+}
+
+/// `namespaces`: every namespace with its leaf count, root, version,
+/// stratum height and pin count, from the namespace rows the store keeps
+/// (no tree is read: O(namespaces)). A damaged namespace is listed with
+/// what is wrong and the command exits 1; the others are listed as usual.
+/// The layout does not matter here (the rows do not depend on it).
+pub async fn namespaces(db: &Db, _layout: LayoutArg, out: Output) -> Res<Outcome> {
+    let rows = db.namespaces().await?;
+    let damaged = rows.iter().filter(|ns| ns.summary.is_err()).count();
+    let uncounted = rows
+        .iter()
+        .filter(|ns| {
+            matches!(
+                ns.summary,
+                Ok(NamespaceSummary {
+                    leaves: LeafCount::Uncounted { .. },
+                    ..
+                })
+            )
+        })
+        .count();
+    let json = Value::Array(rows.iter().map(listing_json).collect());
+    out.emit(json!({ "namespaces": json, "damaged": damaged }), || {
         if rows.is_empty() {
             return "no namespaces".to_owned();
         }
@@ -85,20 +113,36 @@ pub async fn namespaces(db: &Db, layout: LayoutArg, out: Output) -> Res<Outcome>
             "{:<24} {:>10} {:<64} {:>20} {:>8} {:>6} {:>4}",
             "NAMESPACE", "LEAVES", "ROOT HASH", "ROOT SUM", "VERSION", "HEIGHT", "PINS"
         );
-        for (ns, leaves) in &rows {
+        for ns in &rows {
+            match &ns.summary {
+                Ok(s) => text.push_str(&format!(
+                    "\n{:<24} {:>10} {:<64} {:>20} {:>8} {:>6} {:>4}",
+                    name_text(&ns.name),
+                    leaves_text(s.leaves),
+                    s.root.hash,
+                    s.root.sum,
+                    s.version,
+                    s.stratum_height.get(),
+                    s.pins
+                )),
+                Err(damage) => text.push_str(&format!(
+                    "\n{:<24} DAMAGED: {damage} (run `ms-smt audit`)",
+                    name_text(&ns.name)
+                )),
+            }
+        }
+        if uncounted > 0 {
             text.push_str(&format!(
-                "\n{:<24} {:>10} {:<64} {:>20} {:>8} {:>6} {:>4}",
-                name_text(&ns.name),
-                leaves,
-                ns.root.hash,
-                ns.root.sum,
-                ns.version,
-                ns.stratum_height.get(),
-                ns.pins
+                "\n{uncounted} namespace(s) written before leaf counts were kept show `?`: \
+                 `ms-smt maintain` counts them once"
             ));
         }
         text
     });
+    if damaged > 0 {
+        eprintln!("ms-smt: {damaged} damaged namespace(s)");
+        return Ok(Outcome::Failed);
+    }
     Ok(Outcome::Ok)
 }
 
@@ -113,12 +157,18 @@ impl TreeJob for Pins {
     }
 }
 
-/// `stats NS`: the namespace's listing, leaf statistics and pins.
+/// `stats NS`: the namespace's listing, leaf statistics (a walk of its
+/// leaves) and pins.
 pub async fn stats(db: &Db, args: StatsArgs, layout: LayoutArg, out: Output) -> Res<Outcome> {
     let ns = db.namespace(&args.ns).await?;
+    let summary = ns.summary.clone().map_err(|damage| CliError::Damaged {
+        namespace: ns.name.clone(),
+        damage,
+    })?;
     let stats = db.with_tree(layout, &args.ns, LeafStats::default()).await?;
     let pins = db.with_tree(layout, &args.ns, Pins).await?;
-    let mut json = listing_json(&ns, stats.leaves);
+    let mut json = listing_json(&ns);
+    json["leaves"] = json!(stats.leaves);
     json["value_bytes"] = json!(stats.value_bytes);
     json["max_leaf_sum"] = json!(stats.max_sum);
     json["pins"] = Value::Array(
@@ -131,9 +181,9 @@ pub async fn stats(db: &Db, args: StatsArgs, layout: LayoutArg, out: Output) -> 
             "namespace      {}\nleaves         {}\nroot           {}\nversion        {}\nstratum height {}\nvalue bytes    {}\nmax leaf sum   {}\npins           {}",
             name_text(&ns.name),
             stats.leaves,
-            node_text(&ns.root),
-            ns.version,
-            ns.stratum_height.get(),
+            node_text(&summary.root),
+            summary.version,
+            summary.stratum_height.get(),
             stats.value_bytes,
             stats.max_sum,
             pins.len()

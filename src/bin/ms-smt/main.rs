@@ -16,6 +16,7 @@ mod diff;
 mod error;
 mod inspect;
 mod load;
+mod maintain;
 mod output;
 mod pins;
 mod proof;
@@ -84,6 +85,10 @@ enum Command {
     /// The federation server's access tokens: create (printed once), list,
     /// revoke.
     Tokens(tokens::TokensArgs),
+    /// Upkeep for a long-running database: count uncounted namespaces,
+    /// prune change journals, list pins, vacuum; exit 1 if a namespace
+    /// could not be counted.
+    Maintain(maintain::MaintainArgs),
 }
 
 /// What a command concluded: exit 0 or 1.
@@ -105,7 +110,7 @@ impl Command {
                 false => Access::Read,
             },
             Command::Load(_) | Command::Import(_) => Access::Write,
-            Command::Pin(_) | Command::Unpin(_) => Access::WriteExisting,
+            Command::Pin(_) | Command::Unpin(_) | Command::Maintain(_) => Access::WriteExisting,
             Command::Tokens(args) => args.access(),
             _ => Access::Read,
         })
@@ -146,6 +151,7 @@ async fn run(cli: Cli) -> Res<Outcome> {
         Command::Diff(args) => diff::diff(&db, args, layout, out).await,
         Command::Tapd(args) => tapd::export(&db, args, layout, out).await,
         Command::Tokens(args) => tokens::run(&db, args, out).await,
+        Command::Maintain(args) => maintain::maintain(&db, &spec, args, out).await,
         Command::Verify(_) | Command::Load(_) | Command::Import(_) => Ok(Outcome::Ok),
     };
     db.close().await;

@@ -77,6 +77,9 @@ pub struct CommitRows<'a> {
     /// The leaves the commit changed, for the change journal (empty when
     /// the namespace keeps none).
     pub leaves: Vec<LeafChange>,
+    /// Leaves added minus leaves removed: what the commit adds to the
+    /// namespace's leaf count (`ms_smt_namespaces.leaves`).
+    pub leaf_delta: i64,
     /// The root after the commit.
     pub new_root: ComputedNode,
 }

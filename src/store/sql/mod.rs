@@ -33,9 +33,12 @@ pub(crate) use dialect::{Arg, Dialect, Shared};
 pub use error::SqlStoreError;
 pub use forest::SqlTxForest;
 pub use handle::{SqlStore, SqlTxStore};
-pub use listing::{NamespaceListing, SchemaState};
+pub use listing::{
+    LeafCount, LeafRecount, NamespaceDamage, NamespaceListing, NamespaceSummary, RecountProblem,
+    SchemaState,
+};
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresTxStore};
+pub use postgres::{PostgresStore, PostgresTxStore, STALE_CHECK_AFTER};
 #[cfg(feature = "postgres")]
 pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]

@@ -218,10 +218,12 @@ pub(crate) async fn commit_many_on<C: Dialect>(
         let (changes, leaves) =
             merge(part.space, state.info.height, part.batch, keys, known, rows)?;
         part.space.fail("merged")?;
+        let leaf_delta = leaf_delta(&leaves);
         commits.push(CommitRows {
             space: part.space,
             state,
             changes,
+            leaf_delta,
             leaves: if state.journal.is_some() {
                 leaves
             } else {
@@ -235,6 +237,19 @@ pub(crate) async fn commit_many_on<C: Dialect>(
         commit.space.counters.written(commit.changes.len() as u64);
     }
     Ok(ForestCommit::Committed)
+}
+
+/// What a commit's leaf changes add to the namespace's leaf count: one per
+/// key that had no leaf and has one, minus one per key that had one and
+/// has none (a replaced leaf counts nothing).
+pub(crate) fn leaf_delta(leaves: &[crate::descent::LeafChange]) -> i64 {
+    leaves.iter().fold(0i64, |delta, change| {
+        match (change.old.is_empty(), change.new.is_empty()) {
+            (true, false) => delta.saturating_add(1),
+            (false, true) => delta.saturating_sub(1),
+            _ => delta,
+        }
+    })
 }
 
 /// Removes the namespace's rows and its root; rows a pin may still read
@@ -504,7 +519,16 @@ pub(crate) async fn copy_on<C: Dialect>(
     }
     let version = to.version.saturating_add(1);
     let Some(from) = from else {
-        set_root(conn, target, to.info.id, &root, version, None).await?;
+        set_root(
+            conn,
+            target,
+            to.info.id,
+            &root,
+            version,
+            None,
+            Copied::Empty,
+        )
+        .await?;
         return Ok(Some(root));
     };
     target.counters.round_trip(1);
@@ -547,6 +571,11 @@ pub(crate) async fn copy_on<C: Dialect>(
         }
     };
     target.counters.written(copied);
+    let count = match at {
+        _ if root == ComputedNode::empty_root() => Copied::Empty,
+        ReadAt::Current => Copied::From(from.info.id),
+        ReadAt::Version(_) => Copied::Uncounted,
+    };
     set_root(
         conn,
         target,
@@ -554,6 +583,7 @@ pub(crate) async fn copy_on<C: Dialect>(
         &root,
         version,
         Some(from.info.height),
+        count,
     )
     .await?;
     target.memo_clear();
@@ -633,7 +663,22 @@ async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsStat
     Ok(!rows.is_some_and(|(r,)| r))
 }
 
-/// Sets a namespace's root and version (and its height, when given).
+/// The leaf count a copied tree starts with.
+#[derive(Debug, Clone, Copy)]
+enum Copied {
+    /// The empty tree: 0.
+    Empty,
+    /// The current tree of namespace `id`: its count (or, while that is
+    /// not counted yet, its count of changes, still to be counted).
+    From(i64),
+    /// A pinned tree: not counted (a pin keeps no count).
+    Uncounted,
+}
+
+/// Sets a namespace's root, version and leaf count (and its height, when
+/// given). A count still to be counted (`leaves_since` not NULL) is
+/// marked with this version, so a recount that began before it does not
+/// apply ([`count_leaves`](super::SqlStore::count_leaves)).
 async fn set_root<C: Dialect>(
     conn: &mut C,
     space: &NamespaceState,
@@ -641,13 +686,24 @@ async fn set_root<C: Dialect>(
     root: &ComputedNode,
     version: i64,
     height: Option<StratumHeight>,
+    count: Copied,
 ) -> Res<()> {
     let (hash, sum) = root_columns(root);
+    let (from, uncounted) = match count {
+        Copied::Empty => (None, 0),
+        Copied::From(src) => (Some(src), 0),
+        Copied::Uncounted => (None, 1),
+    };
     space.counters.round_trip(1);
     conn.execute(
         space.reply_wait,
         "UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2, version = $3, \
-             height = COALESCE($4, height) WHERE id = $5"
+             height = COALESCE($4, height), \
+             leaves = COALESCE((SELECT s.leaves FROM ms_smt_namespaces s WHERE s.id = $6), 0), \
+             leaves_since = CASE WHEN $7 = 1 THEN $3 ELSE (SELECT CASE WHEN \
+                 s.leaves_since IS NULL THEN NULL ELSE $3 END FROM ms_smt_namespaces s \
+                 WHERE s.id = $6) END \
+         WHERE id = $5"
             .into_sql_str(),
         &[
             Arg::OptBytes(hash),
@@ -655,6 +711,8 @@ async fn set_root<C: Dialect>(
             Arg::Int(version),
             Arg::OptInt(height.map(|h| h.get() as i64)),
             Arg::Int(id),
+            Arg::OptInt(from),
+            Arg::Int(uncounted),
         ],
     )
     .await?;

@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgConnection, SqlStr};
+use sqlx::{Connection, Executor, PgConnection, SqlStr};
 
 use super::dialect::{
     Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
@@ -135,6 +135,22 @@ const ACCESS_TOKENS: Migration = (
     );",
 );
 
+/// Version 7: a leaf count per namespace (`listing.rs`).
+///
+/// `leaves` is the namespace's number of leaves, kept by every commit in
+/// its own statement (leaves added minus leaves removed), so a listing of
+/// the namespaces reads no tree. A namespace that held leaves before this
+/// version has `leaves_since` set: its `leaves` then counts the changes
+/// since the upgrade, and [`SqlStore::count_leaves`](super::SqlStore::count_leaves)
+/// (`ms-smt maintain`) counts its rows once and makes the count exact.
+const LEAF_COUNTS: Migration = (
+    7,
+    "a leaf count per namespace",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN leaves BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE ms_smt_namespaces ADD COLUMN leaves_since BIGINT;
+    UPDATE ms_smt_namespaces SET leaves_since = version WHERE root_hash IS NOT NULL;",
+);
+
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`read_paths`](crate::store::TreeStore::read_paths)).
 const JIT_GUARD_MIN_STARTS: usize = 32;
@@ -161,10 +177,18 @@ impl PostgresStore {
     /// compiling the plan then costs ~200 ms for a ~20 ms query. (On a
     /// host's pool, [`from_pool`](Self::from_pool), large walks turn JIT
     /// off for themselves only, at three extra round trips.)
+    ///
+    /// A pooled connection that sat idle for [`STALE_CHECK_AFTER`] or more
+    /// is checked (one `ping` round trip, under the reply wait) before a
+    /// call gets it, and replaced when it is dead: after a restart of the
+    /// server (or a failover behind a proxy) no call fails on a connection
+    /// the pool held across it. Connections in steady use are not checked,
+    /// so a loaded store pays no extra round trip.
     pub async fn connect(url: &str) -> Res<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
+            .before_acquire(|conn, meta| Box::pin(check_idle(conn, meta)))
             .max_connections(16)
             .connect_with(options.options([("jit", "off")]))
             .await?;
@@ -211,6 +235,28 @@ impl PostgresStore {
     }
 }
 
+/// How long a pooled connection of [`PostgresStore::connect`] may sit idle
+/// before it is checked when next handed out (1 s).
+///
+/// A restart of the server (a fast shutdown and a start, or a failover to
+/// a new primary) takes longer than that, so every connection the pool
+/// held across one is checked; one used within the last second is not.
+pub const STALE_CHECK_AFTER: Duration = Duration::from_secs(1);
+
+/// The pool's check of an idle connection: `Ok(false)` (the pool closes it
+/// and hands out another, or a new one) when it does not answer a ping.
+async fn check_idle(
+    conn: &mut PgConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for < STALE_CHECK_AFTER {
+        return Ok(true);
+    }
+    Ok(PgConnection::bounded_by(ReplyWait::Default, conn.ping())
+        .await
+        .is_ok())
+}
+
 fn height_sql(height: StratumHeight) -> i32 {
     i32::try_from(height.get()).unwrap_or(i32::MAX)
 }
@@ -240,6 +286,7 @@ impl Dialect for PgConnection {
         VERSIONS_AND_PINS,
         CHANGE_JOURNAL,
         ACCESS_TOKENS,
+        LEAF_COUNTS,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version BIGINT PRIMARY KEY NOT NULL,
@@ -539,6 +586,7 @@ impl Dialect for PgConnection {
                 }
             }
             roots.push(id, &commit.new_root, version);
+            roots.leaf_delta.push(commit.leaf_delta);
             if commit.state.journal.is_some() {
                 journal.push(id, version, &commit.leaves);
                 versions.push(id, &commit.new_root, version);
@@ -577,8 +625,11 @@ impl Dialect for PgConnection {
                  INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
                  SELECT u.*, CAST(EXTRACT(EPOCH FROM now()) AS BIGINT) \
                  FROM UNNEST($25::int8[], $26::int8[], $27::bytea[], $28::int8[]) AS u) \
-             UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v \
-             FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[]) AS u(id, h, s, v) \
+             UPDATE ms_smt_namespaces n SET root_hash = u.h, root_sum = u.s, version = u.v, \
+                 leaves = CASE WHEN u.h IS NULL THEN 0 ELSE n.leaves + u.d END, \
+                 leaves_since = CASE WHEN u.h IS NULL THEN NULL ELSE n.leaves_since END \
+             FROM UNNEST($14::int8[], $15::bytea[], $16::int8[], $17::int8[], $29::int8[]) \
+                 AS u(id, h, s, v, d) \
              WHERE n.id = u.id",
         )
         .bind(kept.ns)
@@ -609,6 +660,7 @@ impl Dialect for PgConnection {
         .bind(versions.version)
         .bind(versions.hash)
         .bind(versions.sum)
+        .bind(roots.leaf_delta)
         .execute(&mut *self))
         .await?;
         for commit in commits {
@@ -628,8 +680,8 @@ impl Dialect for PgConnection {
              SELECT ns, path, depth, version, $2, body FROM ms_smt_strata \
              WHERE ns = $1 AND version <= $3), \
          gone AS (DELETE FROM ms_smt_strata WHERE ns = $1) \
-         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2 \
-         WHERE id = $1",
+         UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = $2, \
+             leaves = 0, leaves_since = NULL WHERE id = $1",
             )
             .bind(state.info.id)
             .bind(state.version.saturating_add(1))
@@ -795,13 +847,14 @@ impl<'a> RowArrays<'a> {
 }
 
 /// New roots, as the statement's parallel arrays (hash and sum NULL for
-/// the empty tree).
+/// the empty tree), and each commit's change of the leaf count.
 #[derive(Default)]
 struct RootArrays {
     id: Vec<i64>,
     hash: Vec<Option<Vec<u8>>>,
     sum: Vec<Option<i64>>,
     version: Vec<i64>,
+    leaf_delta: Vec<i64>,
 }
 
 impl RootArrays {

@@ -76,6 +76,15 @@ pub struct NamespaceState {
 /// hash `root`, so that a commit on that root merges into them instead of
 /// reading them again.
 ///
+/// Only the last two commits' worth is kept: the rows of the current
+/// generation (read or merged since the last commit) and of the one before
+/// it (what a pipelined group read while the previous group committed).
+/// Each commit starts a generation and drops the oldest, so a namespace's
+/// memo holds what its recent commits touched, not every row its commits
+/// ever merged (a forest of many small trees, each written now and then,
+/// would otherwise keep every one of their rows in memory). A row that is
+/// not kept is read again by the commit that needs it.
+///
 /// Rows are a function of the tree: every position holds the one node the
 /// tree has there, so the rows of a tree with root `root` are the same
 /// whenever and by whomever they were read or written, and a commit that
@@ -88,16 +97,34 @@ pub struct NamespaceState {
 #[derive(Debug, Default)]
 struct RowMemo {
     root: Option<Hash>,
+    /// Rows read or merged since the last commit.
     rows: RowMap,
+    /// Rows of the generation before (dropped at the next commit).
+    older: RowMap,
 }
 
 impl RowMemo {
+    /// The row `key`, if held.
+    fn get(&self, key: &RowKey) -> Option<&Row> {
+        self.rows.get(key).or_else(|| self.older.get(key))
+    }
+
+    /// Rows held.
+    fn len(&self) -> usize {
+        self.rows.len().saturating_add(self.older.len())
+    }
+
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.older.clear();
+    }
+
     /// True when the memo shows that row `key` does not exist: a row above
     /// it on its path is held and has no branch down to it.
     fn absent(&self, key: &RowKey, height: StratumHeight) -> bool {
         let mut child = key.clone();
         while let Some(parent) = child.parent(height) {
-            if let Some(row) = self.rows.get(&parent) {
+            if let Some(row) = self.get(&parent) {
                 return !row.has_child_row(&child);
             }
             child = parent;
@@ -145,8 +172,8 @@ impl NamespaceState {
     /// Remembers rows a read statement returned with the root it saw.
     fn memo_read(&self, root: Hash, rows: Vec<(RowKey, Row)>) {
         let mut memo = self.memo();
-        if memo.root != Some(root) || memo.rows.len().saturating_add(rows.len()) > MEMO_ROWS {
-            memo.rows.clear();
+        if memo.root != Some(root) || memo.len().saturating_add(rows.len()) > MEMO_ROWS {
+            memo.clear();
             memo.root = Some(root);
         }
         memo.rows.extend(rows);
@@ -166,7 +193,7 @@ impl NamespaceState {
         // Absence is judged before any row is taken out: `keys` are
         // sorted parent first, and a taken parent could no longer tell.
         for key in keys {
-            if memo.rows.contains_key(key) {
+            if memo.get(key).is_some() {
                 continue;
             }
             if !memo.absent(key, self.height) {
@@ -174,22 +201,37 @@ impl NamespaceState {
             }
         }
         for key in keys {
-            if let Some(row) = memo.rows.remove(key) {
+            let row = match memo.rows.remove(key) {
+                Some(row) => Some(row),
+                None => memo.older.remove(key),
+            };
+            if let Some(row) = row {
                 known.insert(key.clone(), row);
             }
         }
         (known, unknown)
     }
 
-    /// After a commit's merge: the memo holds the tree with root `root`.
+    /// After a commit's merge: the memo holds the tree with root `root`,
+    /// a new generation starts with the merged rows, and the oldest is
+    /// dropped.
     pub fn memo_committed(&self, old_root: &Hash, root: Hash, merged: Vec<(RowKey, Row)>) {
         let mut memo = self.memo();
-        if memo.root != Some(*old_root) || memo.rows.len().saturating_add(merged.len()) > MEMO_ROWS
-        {
-            memo.rows.clear();
+        if memo.root != Some(*old_root) {
+            memo.clear();
+        }
+        memo.older = std::mem::take(&mut memo.rows);
+        if memo.older.len().saturating_add(merged.len()) > MEMO_ROWS {
+            memo.older.clear();
         }
         memo.root = Some(root);
         memo.rows.extend(merged);
+    }
+
+    /// Rows the memo holds (for the tests).
+    #[cfg(test)]
+    fn memo_len(&self) -> usize {
+        self.memo().len()
     }
 
     /// Forgets every row (the namespace was emptied).
@@ -445,6 +487,47 @@ pub(crate) const PAST_EVERY_DEPTH: i64 = crate::key::MAX_LEVEL as i64 + 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A commit's merged rows: `n` rows at depth 4 under paths from `from`.
+    fn rows(from: u8, n: u8) -> Vec<(RowKey, Row)> {
+        let height = StratumHeight::default();
+        (0..n)
+            .map(|i| {
+                let key = RowKey {
+                    path: vec![from.wrapping_add(i) & 0xf0],
+                    depth: 4,
+                };
+                (key, Row::empty(4, height))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_memo_keeps_two_generations_of_rows() {
+        let space = NamespaceState::new("memo", StratumHeight::default(), 0);
+        let mut root = Hash([0; 32]);
+        // Commits one after another, each merging rows under other paths:
+        // only the last two commits' rows stay.
+        for c in 0u8..20 {
+            let next = Hash([c.wrapping_add(1); 32]);
+            space.memo_committed(&root, next, rows(c.wrapping_mul(16), 1));
+            root = next;
+            assert!(space.memo_len() <= 2, "commit {c}: {}", space.memo_len());
+        }
+        // Rows read for the next group are kept through one commit, so a
+        // pipelined group finds them at its own commit.
+        let read = rows(0x70, 1);
+        let read_key = read[0].0.clone();
+        space.memo_read(root.clone(), read);
+        let next = Hash([0xee; 32]);
+        space.memo_committed(&root, next, rows(0x10, 1));
+        let at = ComputedNode::new(next, 0);
+        let (known, unknown) = space.memo_take(&at, std::slice::from_ref(&read_key));
+        assert!(known.contains_key(&read_key) && unknown.is_empty());
+        // Another root drops everything.
+        space.memo_committed(&Hash([0x55; 32]), Hash([0x56; 32]), Vec::new());
+        assert_eq!(space.memo_len(), 0);
+    }
 
     #[test]
     fn sums_round_trip_through_i64() {

@@ -172,6 +172,22 @@ const ACCESS_TOKENS: Migration = (
     );",
 );
 
+/// Version 8: a leaf count per namespace (`listing.rs`).
+///
+/// `leaves` is the namespace's number of leaves, kept by every commit in
+/// its own statements (leaves added minus leaves removed), so a listing
+/// of the namespaces reads no tree. A namespace that held leaves before
+/// this version has `leaves_since` set: its `leaves` then counts the
+/// changes since the upgrade, and [`SqlStore::count_leaves`](super::SqlStore::count_leaves)
+/// (`ms-smt maintain`) counts its rows once and makes the count exact.
+const LEAF_COUNTS: Migration = (
+    8,
+    "a leaf count per namespace",
+    "ALTER TABLE ms_smt_namespaces ADD COLUMN leaves INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE ms_smt_namespaces ADD COLUMN leaves_since INTEGER;
+    UPDATE ms_smt_namespaces SET leaves_since = version WHERE root_hash IS NOT NULL;",
+);
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file at `path` with
     /// [`SqliteStore::connect_options`], runs the migrations, and binds the
@@ -258,6 +274,7 @@ impl Dialect for SqliteConnection {
         VERSIONS_AND_PINS,
         CHANGE_JOURNAL,
         ACCESS_TOKENS,
+        LEAF_COUNTS,
     ];
     const LEDGER: &'static str = "CREATE TABLE IF NOT EXISTS ms_smt_migrations (
                     version INTEGER PRIMARY KEY NOT NULL,
@@ -623,8 +640,8 @@ impl Dialect for SqliteConnection {
             .execute(&mut *self)
             .await?;
         sqlx::query(
-            "UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = ? \
-         WHERE id = ?",
+            "UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = ?, \
+             leaves = 0, leaves_since = NULL WHERE id = ?",
         )
         .bind(version)
         .bind(id)
@@ -814,10 +831,10 @@ async fn write_journal(
     Ok(())
 }
 
-/// Moves every commit's root and version, in one packed statement: `?1`
-/// the namespace ids, `?3` the root hashes (32 bytes each; ignored where
-/// the tree is empty), `?5` 1 where the tree is not empty, `?6` the root
-/// sums, `?7` the versions.
+/// Moves every commit's root, version and leaf count, in one packed
+/// statement: `?1` the namespace ids, `?3` the root hashes (32 bytes each;
+/// ignored where the tree is empty), `?4` 1 where the tree is not empty,
+/// `?5` the root sums, `?6` the versions, `?7` the leaf count changes.
 async fn set_roots(
     conn: &mut SqliteConnection,
     counters: &Counters,
@@ -830,19 +847,30 @@ async fn set_roots(
         let root = (*root != ComputedNode::empty_root())
             .then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
         let (hash, sum) = root.unzip();
+        // An emptied tree's count is exact whatever it was.
         sqlx::query(
-            "UPDATE ms_smt_namespaces SET root_hash = ?, root_sum = ?, version = ? WHERE id = ?",
+            "UPDATE ms_smt_namespaces SET root_hash = ?1, root_sum = ?2, version = ?3, \
+                 leaves = CASE WHEN ?1 IS NULL THEN 0 ELSE leaves + ?4 END, \
+                 leaves_since = CASE WHEN ?1 IS NULL THEN NULL ELSE leaves_since END \
+             WHERE id = ?5",
         )
         .bind(hash)
         .bind(sum)
         .bind(commit.state.version.saturating_add(1))
+        .bind(commit.leaf_delta)
         .bind(commit.state.info.id)
         .execute(&mut *conn)
         .await?;
         return Ok(());
     }
-    let (mut ids, mut hashes, mut present, mut sums, mut versions) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ids, mut hashes, mut present, mut sums, mut versions, mut deltas) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for commit in commits {
         let root = &commit.new_root;
         let empty = *root == ComputedNode::empty_root();
@@ -851,14 +879,18 @@ async fn set_roots(
         push_int(&mut present, i64::from(!empty));
         push_int(&mut sums, sum_to_sql(root.sum));
         push_int(&mut versions, commit.state.version.saturating_add(1));
+        push_int(&mut deltas, commit.leaf_delta);
     }
     let sql = format!(
         "WITH RECURSIVE {INDEX_CTE}, \
-         u(id, h, s, v) AS (SELECT {NS}, \
+         u(id, h, s, v, d) AS (SELECT {NS}, \
              CASE WHEN {PRESENT} = 1 THEN substr(?3, i * 32 + 1, 32) END, \
              CASE WHEN {PRESENT} = 1 THEN CAST(substr(?5, i * 20 + 1, 20) AS INTEGER) END, \
-             CAST(substr(?6, i * 20 + 1, 20) AS INTEGER) FROM idx) \
-         UPDATE ms_smt_namespaces SET root_hash = u.h, root_sum = u.s, version = u.v \
+             CAST(substr(?6, i * 20 + 1, 20) AS INTEGER), \
+             CAST(substr(?7, i * 20 + 1, 20) AS INTEGER) FROM idx) \
+         UPDATE ms_smt_namespaces SET root_hash = u.h, root_sum = u.s, version = u.v, \
+             leaves = CASE WHEN u.h IS NULL THEN 0 ELSE leaves + u.d END, \
+             leaves_since = CASE WHEN u.h IS NULL THEN NULL ELSE leaves_since END \
          FROM u WHERE ms_smt_namespaces.id = u.id"
     );
     counters.round_trip(1);
@@ -869,6 +901,7 @@ async fn set_roots(
         Arg::Bytes(&present),
         Arg::Bytes(&sums),
         Arg::Bytes(&versions),
+        Arg::Bytes(&deltas),
     ];
     Dialect::execute(conn, NO_WAIT, AssertSqlSafe(sql).into_sql_str(), &args).await?;
     Ok(())
