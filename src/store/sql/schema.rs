@@ -250,6 +250,10 @@ mod tests {
                 7,
                 "54f8f10584846cb9dd39addae4d25af8e02b9c8f47aa32293e2be482c49e08bb",
             ),
+            (
+                8,
+                "e0f219ada97fcdffd026a7b4beafaa5236bb8d3ff368d2616215a4854796e6fd",
+            ),
         ]);
     }
 
@@ -272,6 +276,10 @@ mod tests {
             (
                 6,
                 "21a27428a8768ee42b77590d6c56422b9ebc5c000668e5bf497fafcc1989133e",
+            ),
+            (
+                7,
+                "5996039822304ae24b7904df132d7783de5950c121e7d46ff096f2045a2cc183",
             ),
         ]);
     }
