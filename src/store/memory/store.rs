@@ -263,7 +263,8 @@ type Namespaces = HashMap<String, Arc<RwLock<Space>>>;
 pub struct MemoryStore {
     db: Arc<Mutex<Namespaces>>,
     /// The database's write lock: every commit holds it shared, a writer
-    /// that locks ([`ForestStore::locked`]) holds it alone.
+    /// that locks ([`ForestStore::locked`]) holds it alone; taken without
+    /// a queue ([`MemoryStore::shared`], [`MemoryStore::alone`]).
     gate: Arc<tokio::sync::RwLock<()>>,
     space: Arc<RwLock<Space>>,
     name: Arc<str>,
@@ -449,7 +450,7 @@ impl TreeStore for MemoryStore {
 
     async fn delete_all(&self) -> Result<(), MemoryError> {
         self.counters.round_trip(1);
-        let _gate = self.gate.read().await;
+        let _gate = self.shared().await;
         let mut space = self.space.write().map_err(|_| MemoryError::Poisoned)?;
         let version = space.version + 1;
         if space.pins.is_empty() {
@@ -543,7 +544,7 @@ impl BulkStore for MemoryStore {
         if Arc::ptr_eq(&self.space, &target.space) {
             return Ok(None);
         }
-        let _gate = self.gate.read().await;
+        let _gate = self.shared().await;
         // The source is read first and released, so the two locks are
         // never held together.
         let (root, copied) = {
@@ -573,7 +574,7 @@ impl BulkStore for MemoryStore {
         if Arc::ptr_eq(&self.space, &staging.space) || !Arc::ptr_eq(&self.db, &staging.db) {
             return Ok(false);
         }
-        let _gate = self.gate.read().await;
+        let _gate = self.shared().await;
         let mut db = self.db.lock().map_err(|_| MemoryError::Poisoned)?;
         // Both spaces are locked under the database lock, so no other swap
         // can take them in the other order.
@@ -625,7 +626,7 @@ impl ForestStore for MemoryStore {
         &self,
         updates: &[TreeUpdate<'_, MemoryStore>],
     ) -> Result<ForestCommit, MemoryError> {
-        let _gate = self.gate.read().await;
+        let _gate = self.shared().await;
         self.commit_parts(updates)
     }
 
@@ -640,12 +641,42 @@ impl ForestStore for MemoryStore {
         W: LockedWork<MemoryStore>,
     {
         self.counters.round_trip(1);
-        let _alone = self.gate.write().await;
+        let _alone = self.alone().await;
         Ok(Some(work.run(&LockedMemory(self)).await))
     }
 }
 
 impl MemoryStore {
+    /// The gate, shared: what every commit holds.
+    ///
+    /// Taken without a queue: a waiter tries again at its next poll
+    /// instead of waiting in line. What holds the gate here never
+    /// suspends (a commit, or a locked write whose reads and commit on
+    /// this store are ready at once), so it is held for microseconds
+    /// within one poll, and a fair queue (tokio's `RwLock::read`/`write`)
+    /// would only add a wake-up per waiter: with 1,000 tasks writing one
+    /// tree, every write then waited in line behind the locked ones for
+    /// its wake-up (1,000 × 1 direct `insert_many`: 9,000 leaves/s
+    /// against 24,000 with a lock that does not queue; BENCHMARKS.md).
+    async fn shared(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        loop {
+            if let Ok(guard) = self.gate.try_read() {
+                return guard;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The gate, alone: what a locked write holds (see [`shared`](Self::shared)).
+    async fn alone(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        loop {
+            if let Ok(guard) = self.gate.try_write() {
+                return guard;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Takes every touched namespace's lock (in name order, under the
     /// database lock, so no other commit of several trees or swap takes
     /// them in another order), checks every root, then applies the parts
