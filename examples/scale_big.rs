@@ -613,7 +613,7 @@ fn table(all: &[Measured]) -> String {
             let v = pick(m);
             let prev = all[..i].iter().rev().find(|p| p.engine == m.engine);
             let ratio = prev
-                .map(|p| pick(p))
+                .map(&pick)
                 .filter(|p| *p > 0.0 && !v.is_nan())
                 .map(|p| format!(" (×{:.2})", v / p))
                 .unwrap_or_default();

@@ -594,6 +594,10 @@ fn file_size(path: &Path) -> u64 {
 // The shared state of a run
 // ---------------------------------------------------------------------------
 
+/// A submission answered `Indeterminate`: tree, task, index, and the
+/// leaf's generation before and after.
+type Uncertain = (u32, u32, u32, u8, u8);
+
 struct Ctx<S: Store> {
     args: Args,
     forest: Forest<S, Compacted>,
@@ -601,8 +605,8 @@ struct Ctx<S: Store> {
     hists: BTreeMap<Op, Hist>,
     stop: AtomicBool,
     errors: Mutex<Vec<String>>,
-    /// Submissions answered `Indeterminate`: (tree, task, index, old, new).
-    uncertain: Mutex<Vec<(u32, u32, u32, u8, u8)>>,
+    /// Submissions answered `Indeterminate`.
+    uncertain: Mutex<Vec<Uncertain>>,
     follow_fallbacks: AtomicU64,
     pruned_rows: AtomicU64,
     /// Preloaded indices per task in the big tree and in each small one.
@@ -1275,7 +1279,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             ops.insert(op_name(op), quantiles(&hs[&op], &before_h[&op]));
         }
         let db = match probe
-            .sample(args.dbstat_every > 0 && minute % args.dbstat_every == 0)
+            .sample(args.dbstat_every > 0 && minute.is_multiple_of(args.dbstat_every))
             .await
         {
             Ok(db) => db,

@@ -329,22 +329,22 @@ fn recount_json(r: &LeafRecount) -> Value {
 async fn journaled(db: &Db) -> Res<Vec<String>> {
     const SQL: &str = "SELECT name FROM ms_smt_namespaces WHERE journal_from IS NOT NULL \
                        ORDER BY name";
-    Ok(match db {
+    match db {
         Db::Sqlite(s) => sqlx::query_scalar(SQL).fetch_all(s.pool()).await,
         Db::Postgres(s) => sqlx::query_scalar(SQL).fetch_all(s.pool()).await,
     }
-    .map_err(sql_err)?)
+    .map_err(sql_err)
 }
 
 /// Every pin: its namespace, name, and versions behind the namespace.
 async fn pins(db: &Db) -> Res<Vec<(String, String, i64)>> {
     const SQL: &str = "SELECT n.name, p.name, n.version - p.version FROM ms_smt_pins p \
                        JOIN ms_smt_namespaces n ON n.id = p.ns ORDER BY 3 DESC, 1, 2";
-    Ok(match db {
+    match db {
         Db::Sqlite(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await,
         Db::Postgres(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await,
     }
-    .map_err(sql_err)?)
+    .map_err(sql_err)
 }
 
 /// The store's tables (Postgres), as `VACUUM` and `REINDEX` name them.

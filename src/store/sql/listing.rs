@@ -321,16 +321,15 @@ impl<C: Dialect> SqlStore<C> {
         if let Some(sql) = C::SNAPSHOT {
             tx.execute(wait, sql.into_sql_str(), &[]).await?;
         }
-        let row: Option<(i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>)> =
-            fetch_optional(
-                &mut *tx,
-                wait,
-                "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, leaves, leaves_since \
+        let row: Option<CountRow> = fetch_optional(
+            &mut *tx,
+            wait,
+            "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, leaves, leaves_since \
                  FROM ms_smt_namespaces WHERE name = $1"
-                    .into_sql_str(),
-                &[Arg::Text(&space.name)],
-            )
-            .await?;
+                .into_sql_str(),
+            &[Arg::Text(&space.name)],
+        )
+        .await?;
         let Some((id, height, hash, sum, changes, Some(since))) = row else {
             C::bounded_by(wait, tx.commit()).await?;
             conn.release();
@@ -437,6 +436,11 @@ impl<C: Dialect> SqlStore<C> {
         })
     }
 }
+
+/// A namespace row as a count reads it: id, stratum height, root hash and
+/// sum, the kept count of changes, and the version its counting started at
+/// (`leaves_since`, `None` once exact).
+type CountRow = (i64, i64, Option<Vec<u8>>, Option<i64>, i64, Option<i64>);
 
 /// A count taken in one snapshot: the namespace's id, the version its
 /// counting started at and its kept count of changes then, and its leaves

@@ -518,7 +518,7 @@ mod tests {
         // pipelined group finds them at its own commit.
         let read = rows(0x70, 1);
         let read_key = read[0].0.clone();
-        space.memo_read(root.clone(), read);
+        space.memo_read(root, read);
         let next = Hash([0xee; 32]);
         space.memo_committed(&root, next, rows(0x10, 1));
         let at = ComputedNode::new(next, 0);
