@@ -75,7 +75,7 @@ pub enum TreeError<E: std::error::Error + 'static> {
         position: crate::position::Position,
     },
     /// The store does not offer what the operation needs (for example a
-    /// custom store without [`audit`](crate::store::TreeStore::audit)
+    /// custom store without [`audit`](crate::store::AuditStore::audit)
     /// cannot be audited).
     #[error("the store does not support {operation}")]
     Unsupported {

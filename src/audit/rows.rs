@@ -20,7 +20,7 @@ use crate::progress::{Meter, ProgressOperation, ProgressSink};
 use crate::strata::{Row, RowKey, Slot, StratumHeight, last_byte_mask};
 
 /// Receives a namespace's stored rows from a SQL store's scan (for
-/// [`TreeStore::audit`](crate::store::TreeStore::audit)): the current
+/// [`AuditStore::audit`](crate::store::AuditStore::audit)): the current
 /// tree's, then each pinned tree's.
 pub trait RowSink: Send {
     /// The namespace's root record and row height; called once, first.

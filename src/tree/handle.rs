@@ -31,7 +31,7 @@ use crate::tuning::Tuning;
 /// serialised optimistically: a commit whose root moved is retried from a
 /// fresh read, so no update is lost; after a few lost races the write
 /// takes the namespace's write lock, where the store has one. Writes need
-/// the store's write side ([`ForestStore`] over its own handles, which
+/// the store's write side ([`ForestStore`](crate::store::ForestStore) over its own handles, which
 /// every store of the crate is).
 #[derive(Debug)]
 pub struct Tree<S, L> {
@@ -81,7 +81,7 @@ impl<S: TreeStore, L: Layout> Tree<S, L> {
     }
 
     /// This tree reporting the progress of its long operations to `sink`
-    /// (see [`ProgressOperation`] for what each reports, and in which
+    /// (see [`ProgressOperation`](crate::ProgressOperation) for what each reports, and in which
     /// unit). Views, imports and syncs of this tree report there too.
     pub fn with_progress(mut self, sink: ProgressSink) -> Self {
         self.progress = sink;

@@ -621,7 +621,8 @@ impl ForestStore for MemoryStore {
         Ok(names)
     }
 
-    /// Under the database's write lock, shared (see [`commit_parts`](MemoryStore::commit_parts)).
+    /// Under the database's write lock, shared: every touched namespace's
+    /// lock taken in name order, every root checked, then the parts applied.
     async fn commit_trees(
         &self,
         updates: &[TreeUpdate<'_, MemoryStore>],

@@ -181,7 +181,7 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
         Ok(nodes)
     }
 
-    /// One write transaction on a task of its own ([`commit_in`]):
+    /// One write transaction on a task of its own:
     /// committed unless a root moved or the caller left before COMMIT.
     async fn commit_trees(&self, updates: &[TreeUpdate<'_, Self>]) -> Res<ForestCommit> {
         self.check_pools(updates.iter().map(|u| u.tree))?;
@@ -200,7 +200,7 @@ impl<C: Dialect> ForestStore for SqlStore<C> {
 
     /// One write transaction that takes the namespaces' write locks first
     /// (every other commit to them waits), held while `work` plans and
-    /// commits on it ([`LockedSql`]); rolled back if `work` commits
+    /// commits on it (a view on that transaction); rolled back if `work` commits
     /// nothing. A cancelled caller closes the connection: the server rolls
     /// back and the locks go with it.
     async fn locked<W>(&self, trees: &[&Self], work: W) -> Res<Option<W::Output>>
@@ -308,7 +308,7 @@ impl<'c, C: Dialect> ForestStore for SqlTxStore<'c, C> {
     }
 
     /// In the caller's transaction, under a savepoint where the engine
-    /// writes with one ([`Dialect::SAVEPOINTS`]); Postgres writes every
+    /// writes with one (SQLite); Postgres writes every
     /// part in one statement, and a root that moved is found before it.
     async fn commit_trees(
         &self,

@@ -20,7 +20,7 @@ pub struct WriterConfig {
     /// full; [`Writer::try_submit`](crate::Writer::try_submit) refuses.
     pub queue_bound: usize,
     /// How long a group waits, at most, for a store that went out of reach
-    /// ([`TreeStore::is_transient`](crate::store::TreeStore::is_transient):
+    /// ([`StoreError::is_transient`](crate::store::StoreError::is_transient):
     /// a broken connection, a failover to a new primary) before it answers
     /// (default 30 s). A group whose commit failed so is settled by
     /// reading the roots once the store answers: landed, it is
