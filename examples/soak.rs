@@ -407,7 +407,8 @@ trait Store:
     + 'static
 {
     fn named(&self, name: &str) -> Self;
-    /// Nodes the handle remembers now.
+    /// Nodes the memory this handle shares with the store's other
+    /// handles holds now.
     fn recent_len(&self) -> usize;
 }
 
@@ -958,7 +959,8 @@ struct Sample {
     ops: BTreeMap<&'static str, (u64, f64, f64, f64)>,
     rss_mb: f64,
     model_mb: f64,
-    /// Nodes every tree handle of the forest remembers, summed.
+    /// Nodes the store's memory holds: every tree handle of the forest and
+    /// the follower share it (one budget per store).
     recent_nodes: u64,
     db: DbSample,
     groups: u64,
@@ -1320,13 +1322,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             ops,
             rss_mb: rss_mb(),
             model_mb: f64::NAN,
-            recent_nodes: (0..=args.small_trees)
-                .map(tree_name)
-                .chain([PARENT.to_owned()])
-                .filter_map(|n| ctx.forest.tree(&n).ok())
-                .map(|t| t.store().recent_len() as u64)
-                .sum::<u64>()
-                + follower_tree.store().recent_len() as u64,
+            recent_nodes: follower_tree.store().recent_len() as u64,
             wal_written: delta(db.wal_lsn, before_db.wal_lsn),
             hot_share,
             heap_hit_share,

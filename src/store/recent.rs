@@ -1,4 +1,5 @@
-//! Nodes a SQL store handle read or wrote recently, kept in process memory.
+//! Nodes a SQL store's handles read or wrote recently, kept in process
+//! memory, within one budget for every namespace of the store.
 //!
 //! Nodes are content-addressed: the node behind a hash never changes, so a
 //! remembered node stays right whatever other tasks or processes do to the
@@ -23,28 +24,54 @@
 //! moving back to `current`, so the top of a tree stays resident while
 //! nodes nobody asks for fall out within two rotations. At most `capacity`
 //! nodes are held.
+//!
+//! **One budget per store.** A server holds a handle per namespace it
+//! serves, a forest one per tree: with a memory per handle, a thousand
+//! small trees each keep what their own commits wrote and the process grows
+//! with the data. So the handles a store makes for its namespaces
+//! ([`RecentNodes::for_namespace`]) share their parent's memory and its one
+//! capacity; the nodes they hold compete for it, and the ones in use stay.
+//! Entries are kept apart per namespace: the same hash names one node per
+//! tree layout (a compacted leaf and the full tree's branch above the same
+//! leaf hash alike), and namespaces may hold different layouts.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::hash::Hash;
 use crate::node::Node;
 use crate::position::Position;
 
-/// Nodes remembered by default: about 17 MB of branches, enough to hold
-/// every node of a 60,000-leaf compacted tree, or the top levels of a
-/// larger or full one.
-pub const DEFAULT_RECENT_NODES: usize = 1 << 17;
+/// Nodes remembered by default, for all the namespaces of a store
+/// together: about 35 MB of branches, enough to hold every node of a
+/// 120,000-leaf compacted tree, or the top levels of a larger or full one
+/// beside the paths of many small trees.
+pub const DEFAULT_RECENT_NODES: usize = 1 << 18;
 
-type Map = HashMap<Hash, Node, foldhash::fast::RandomState>;
+/// Which namespace an entry belongs to: a number per name, given by the
+/// memory on first use (0: a handle made with [`RecentNodes::new`]).
+type Domain = u64;
 
-/// A bounded, shared memory of nodes by hash; see the module docs.
+type Map = HashMap<(Domain, Hash), Node, foldhash::fast::RandomState>;
+
+/// A bounded memory of nodes by hash, shared by the handles of one store;
+/// see the module docs.
 #[derive(Debug)]
 pub struct RecentNodes {
+    memory: Arc<Memory>,
+    domain: Domain,
+    hits: AtomicU64,
+}
+
+/// What the handles of one store share: the nodes and their one capacity.
+#[derive(Debug)]
+struct Memory {
     capacity: usize,
     generations: Mutex<Generations>,
-    hits: AtomicU64,
+    /// The domain of each namespace name seen, so that every handle of one
+    /// namespace finds the nodes the others remembered.
+    domains: Mutex<BTreeMap<Box<str>, Domain>>,
 }
 
 #[derive(Debug, Default)]
@@ -54,30 +81,65 @@ struct Generations {
 }
 
 impl Generations {
-    fn insert(&mut self, hash: Hash, node: Node, half: usize) {
+    fn insert(&mut self, key: (Domain, Hash), node: Node, half: usize) {
         if self.current.len() >= half {
             self.previous = std::mem::take(&mut self.current);
         }
-        self.current.insert(hash, node);
+        self.current.insert(key, node);
     }
 }
 
 impl RecentNodes {
-    /// Remembers up to `capacity` nodes; 0 remembers nothing.
+    /// A memory of its own for up to `capacity` nodes; 0 remembers
+    /// nothing.
     pub fn new(capacity: usize) -> Self {
         RecentNodes {
-            capacity,
-            generations: Mutex::default(),
+            memory: Arc::new(Memory {
+                capacity,
+                generations: Mutex::default(),
+                domains: Mutex::default(),
+            }),
+            domain: 0,
             hits: AtomicU64::new(0),
         }
     }
 
-    /// The most nodes held at once.
-    pub fn capacity(&self) -> usize {
-        self.capacity
+    /// A handle on this same memory and capacity for namespace `name`:
+    /// what it remembers counts against the one budget, and every handle
+    /// for `name` finds what the others remembered. Its hits are its own.
+    pub fn for_namespace(&self, name: &str) -> Self {
+        let domain = {
+            let mut domains = self
+                .memory
+                .domains
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Domain 0 is the unnamed one; names count from 1. A u64 does
+            // not run out in the life of a process.
+            let next = Domain::try_from(domains.len())
+                .unwrap_or(Domain::MAX)
+                .saturating_add(1);
+            *domains.entry(Box::from(name)).or_insert(next)
+        };
+        RecentNodes {
+            memory: self.memory.clone(),
+            domain,
+            hits: AtomicU64::new(0),
+        }
     }
 
-    /// Nodes held now.
+    /// True when `self` and `other` share one memory.
+    pub fn shares_memory_with(&self, other: &RecentNodes) -> bool {
+        Arc::ptr_eq(&self.memory, &other.memory)
+    }
+
+    /// The most nodes held at once, by all the handles of this memory
+    /// together.
+    pub fn capacity(&self) -> usize {
+        self.memory.capacity
+    }
+
+    /// Nodes held now, by all the handles of this memory together.
     pub fn len(&self) -> usize {
         let g = self.lock();
         g.current.len() + g.previous.len()
@@ -88,12 +150,12 @@ impl RecentNodes {
         self.len() == 0
     }
 
-    /// Lookups answered from memory so far.
+    /// Lookups this handle answered from memory so far.
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
 
-    /// Forgets every node.
+    /// Forgets every node, of every handle of this memory.
     pub fn clear(&self) {
         let mut g = self.lock();
         g.current.clear();
@@ -102,15 +164,16 @@ impl RecentNodes {
 
     /// The node under `hash`, if remembered.
     pub fn get(&self, hash: &Hash) -> Option<Node> {
-        if self.capacity == 0 {
+        if self.memory.capacity == 0 {
             return None;
         }
+        let key = (self.domain, *hash);
         let mut g = self.lock();
-        let found = match g.current.get(hash) {
+        let found = match g.current.get(&key) {
             Some(node) => Some(node.clone()),
             None => {
-                let node = g.previous.remove(hash)?;
-                g.insert(*hash, node.clone(), self.half());
+                let node = g.previous.remove(&key)?;
+                g.insert(key, node.clone(), self.half());
                 Some(node)
             }
         };
@@ -122,14 +185,15 @@ impl RecentNodes {
     /// call, taken from the front: pass the nodes nearest the root first
     /// (path walks return theirs level by level).
     pub fn remember<'a>(&self, nodes: impl Iterator<Item = (&'a Hash, &'a Node)>) {
-        if self.capacity == 0 {
+        if self.memory.capacity == 0 {
             return;
         }
         let half = self.half();
         let mut g = self.lock();
         for (hash, node) in nodes.take(half) {
-            if !g.current.contains_key(hash) {
-                g.insert(*hash, node.clone(), half);
+            let key = (self.domain, *hash);
+            if !g.current.contains_key(&key) {
+                g.insert(key, node.clone(), half);
             }
         }
     }
@@ -146,14 +210,15 @@ impl RecentNodes {
     }
 
     fn half(&self) -> usize {
-        (self.capacity / 2).max(1)
+        (self.memory.capacity / 2).max(1)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
         // A panic while holding the lock cannot leave a wrong node behind
         // (maps only gain or lose whole entries), so a poisoned lock is
         // still safe to use.
-        self.generations
+        self.memory
+            .generations
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -223,5 +288,39 @@ mod tests {
         assert!(recent.is_empty());
         recent.remember_written(&nodes[..4]);
         assert_eq!(recent.len(), 4);
+    }
+
+    #[test]
+    fn namespaces_share_one_budget() {
+        let store = RecentNodes::new(8);
+        let spaces: Vec<_> = (0..10)
+            .map(|i| store.for_namespace(&format!("u-{i}")))
+            .collect();
+        for (i, space) in spaces.iter().enumerate() {
+            let nodes: Vec<_> = (0..3)
+                .map(|j| node(u8::try_from(i * 3 + j).unwrap()))
+                .collect();
+            space.remember(nodes.iter().map(|(h, n)| (h, n)));
+            assert!(store.len() <= 8, "{} nodes held in all", store.len());
+            assert!(space.shares_memory_with(&store));
+        }
+        assert_eq!(spaces[9].len(), store.len(), "len is the memory's");
+        assert!(spaces[9].get(&node(27).0).is_some(), "the newest stay");
+        assert!(spaces[0].get(&node(0).0).is_none(), "the oldest aged out");
+    }
+
+    #[test]
+    fn a_namespace_never_answers_for_another() {
+        let store = RecentNodes::new(16);
+        let a = store.for_namespace("a");
+        let a_again = store.for_namespace("a");
+        let b = store.for_namespace("b");
+        let (h, n) = node(7);
+        a.remember(std::iter::once((&h, &n)));
+        assert_eq!(a_again.get(&h), Some(n), "one name, one set of entries");
+        assert_eq!(b.get(&h), None, "another name may hold another layout");
+        assert_eq!(store.get(&h), None, "nor does the unnamed handle");
+        assert_eq!((a.hits(), a_again.hits(), b.hits()), (0, 1, 0));
+        assert!(!RecentNodes::new(16).shares_memory_with(&store));
     }
 }

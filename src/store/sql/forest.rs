@@ -278,7 +278,7 @@ impl<'c, C: Dialect> ForestStore for SqlTxStore<'c, C> {
             space: NamespaceState::waiting(
                 name,
                 self.space.height,
-                self.space.recent.capacity(),
+                &self.space.recent,
                 self.space.reply_wait,
             ),
         })

@@ -90,23 +90,28 @@ impl<C: Dialect> SqlStore<C> {
     /// The same database, another namespace (an independent tree), with
     /// this handle's settings.
     pub fn open_namespace(&self, name: &str) -> Self {
-        self.with_space(name, self.space.height, self.space.recent.capacity())
+        self.with_space(name, self.space.height, &self.space.recent)
     }
 
     /// This handle with its own memory of up to `capacity` recent nodes
     /// (default [`DEFAULT_RECENT_NODES`]; 0 reads every node from the
     /// database). Handles made from it with [`open_namespace`](Self::open_namespace)
-    /// get the same capacity. See [`RecentNodes`] for why remembered nodes
-    /// are always right.
+    /// (a forest's trees among them) share that memory: `capacity` bounds
+    /// all of them together, however many namespaces are open. See
+    /// [`RecentNodes`] for why remembered nodes are always right.
     pub fn with_recent_nodes(self, capacity: usize) -> Self {
-        self.with_space(&self.space.name, self.space.height, capacity)
+        self.with_space(
+            &self.space.name,
+            self.space.height,
+            &RecentNodes::new(capacity),
+        )
     }
 
     /// This handle creating its namespace, if new, with `height` levels per
     /// row (default [`DEFAULT_STRATUM_HEIGHT`](crate::store::DEFAULT_STRATUM_HEIGHT)).
     /// A namespace that exists keeps the height it was created with.
     pub fn with_stratum_height(self, height: StratumHeight) -> Self {
-        self.with_space(&self.space.name, height, self.space.recent.capacity())
+        self.with_space(&self.space.name, height, &self.space.recent)
     }
 
     /// This handle's namespace and settings on another pool of the same
@@ -119,15 +124,15 @@ impl<C: Dialect> SqlStore<C> {
             ..self.with_space(
                 &self.space.name,
                 self.space.height,
-                self.space.recent.capacity(),
+                &RecentNodes::new(self.space.recent.capacity()),
             )
         }
     }
 
-    fn with_space(&self, name: &str, height: StratumHeight, recent: usize) -> Self {
+    fn with_space(&self, name: &str, height: StratumHeight, memory: &RecentNodes) -> Self {
         SqlStore {
             pool: self.pool.clone(),
-            space: NamespaceState::waiting(name, height, recent, self.space.reply_wait),
+            space: NamespaceState::waiting(name, height, memory, self.space.reply_wait),
             jit_off: self.jit_off,
         }
     }

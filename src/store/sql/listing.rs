@@ -21,6 +21,8 @@ use super::ops::version_from_sql;
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
 use super::reply_wait::ReplyWait;
 use super::schema;
+use crate::store::RecentNodes;
+
 use super::space::{NamespaceState, NsInfo, SCAN_PAGE, decode_root};
 use super::tx::TxConnection;
 use crate::hash::Hash;
@@ -295,8 +297,12 @@ impl<C: Dialect> SqlStore<C> {
         let mut meter = progress.meter(ProgressOperation::CountLeaves, None);
         let mut out = Vec::with_capacity(uncounted.len());
         for (name,) in uncounted {
-            let space =
-                NamespaceState::waiting(&name, StratumHeight::default(), 0, self.space.reply_wait);
+            let space = NamespaceState::waiting(
+                &name,
+                StratumHeight::default(),
+                &RecentNodes::new(0),
+                self.space.reply_wait,
+            );
             let outcome = match self.count_one(&space, &mut meter).await? {
                 Ok(Some(counted)) => self.apply_count(&space, counted).await?,
                 Ok(None) => continue,

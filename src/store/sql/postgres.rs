@@ -30,6 +30,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection, SqlStr};
 
+use crate::store::RecentNodes;
+
 use super::dialect::{
     Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
 };
@@ -220,7 +222,7 @@ impl PostgresStore {
             space: NamespaceState::waiting(
                 &self.space.name,
                 self.space.height,
-                self.space.recent.capacity(),
+                &RecentNodes::new(self.space.recent.capacity()),
                 ReplyWait::Own(wait),
             ),
             ..self

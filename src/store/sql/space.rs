@@ -138,15 +138,17 @@ impl RowMemo {
 const MEMO_ROWS: usize = 1 << 16;
 
 impl NamespaceState {
+    /// A namespace's state with a memory of its own for `recent` nodes.
     pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<NamespaceState> {
-        Self::waiting(name, height, recent, ReplyWait::Default)
+        Self::waiting(name, height, &RecentNodes::new(recent), ReplyWait::Default)
     }
 
-    /// [`new`](Self::new), with the reply wait `reply_wait`.
+    /// A namespace's state remembering its nodes in `memory` (shared with
+    /// every handle on it: one budget), with the reply wait `reply_wait`.
     pub fn waiting(
         name: &str,
         height: StratumHeight,
-        recent: usize,
+        memory: &RecentNodes,
         reply_wait: ReplyWait,
     ) -> Arc<NamespaceState> {
         Arc::new(NamespaceState {
@@ -155,7 +157,7 @@ impl NamespaceState {
             reply_wait,
             info: InfoCell::default(),
             counters: Counters::default(),
-            recent: RecentNodes::new(recent),
+            recent: memory.for_namespace(name),
             rows: Mutex::new(RowMemo::default()),
         })
     }
