@@ -181,6 +181,11 @@ struct Measured {
     insert_warm_ms: f64,
     insert_cold_ms: f64,
     insert_cold_round_trips: f64,
+    /// Postgres: shared-buffer hits and misses (blocks read from the OS)
+    /// per `insert_many` of 1,000, over every round, warm and cold, from
+    /// `pg_stat_database`.
+    insert_blocks_hit: Option<f64>,
+    insert_blocks_read: Option<f64>,
     writer_leaves_per_s: f64,
     writer_p99_ms: f64,
     proof_cold_ms: f64,
@@ -221,14 +226,16 @@ impl Big for PostgresStore {
     }
 }
 
-/// Steps 1 and 3 to 6 on `store`'s namespace [`NS`]; `sizes` measures
-/// the database (after the build).
+/// Steps 1 and 3 to 6 on `store`'s namespace [`NS`]; `size_of` measures
+/// the database (after the build); `pg_url`, for Postgres, is where the
+/// buffer statistics of step 3 are read.
 async fn measure<S: Big>(
     args: &Args,
     engine: &str,
     n: u64,
     store: S,
     size_of: impl AsyncFn(bool) -> Res<(i64, i64)>,
+    pg_url: Option<&str>,
 ) -> Res<(Measured, Vec<Key>)> {
     let mut m = Measured {
         engine: engine.to_owned(),
@@ -262,6 +269,10 @@ async fn measure<S: Big>(
 
     // insert_many of 1,000 new keys, warm and cold.
     let (mut warm, mut cold, mut trips) = (Vec::new(), Vec::new(), Vec::new());
+    let blocks_before = match pg_url {
+        Some(url) => Some(pg_blocks(url).await?),
+        None => None,
+    };
     for _ in 0..args.rounds {
         let batch = random_leaves(&mut rng, 1_000);
         let t = Instant::now();
@@ -274,6 +285,14 @@ async fn measure<S: Big>(
         fresh.insert_many(batch).await?;
         cold.push(t.elapsed().as_secs_f64() * 1e3);
         trips.push(fresh.store().stats().since(&before).round_trips as f64);
+    }
+    if let (Some(url), Some((hit0, read0))) = (pg_url, blocks_before) {
+        // A backend reports its counters when idle, within 10 s.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let (hit1, read1) = pg_blocks(url).await?;
+        let writes = (2 * args.rounds).max(1) as f64;
+        m.insert_blocks_hit = Some((hit1 - hit0) as f64 / writes);
+        m.insert_blocks_read = Some((read1 - read0) as f64 / writes);
     }
     m.insert_warm_ms = median(&mut warm);
     m.insert_cold_ms = median(&mut cold);
@@ -492,6 +511,18 @@ async fn pg_size(url: &str, vacuum: bool) -> Res<(i64, i64)> {
     Ok((bytes, rows))
 }
 
+/// This database's shared-buffer hits and reads so far.
+async fn pg_blocks(url: &str) -> Res<(i64, i64)> {
+    let pool = sqlx::PgPool::connect(url).await?;
+    let (hit, read): (i64, i64) = sqlx::query_as(
+        "SELECT blks_hit, blks_read FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await?;
+    pool.close().await;
+    Ok((hit, read))
+}
+
 async fn run_size(args: &Args, engine: &str, n: u64, largest: bool) -> Res<Measured> {
     match engine {
         "sqlite" => {
@@ -500,9 +531,14 @@ async fn run_size(args: &Args, engine: &str, n: u64, largest: bool) -> Res<Measu
             remove_sqlite(&path);
             let store = SqliteStore::open(&path).await?;
             let p = path.clone();
-            let (mut m, _) = measure(args, engine, n, store.clone(), async move |_| {
-                sqlite_size(&p).await
-            })
+            let (mut m, _) = measure(
+                args,
+                engine,
+                n,
+                store.clone(),
+                async move |_| sqlite_size(&p).await,
+                None,
+            )
             .await?;
             if largest {
                 let spec = path.display().to_string();
@@ -533,9 +569,14 @@ async fn run_size(args: &Args, engine: &str, n: u64, largest: bool) -> Res<Measu
             let db_url = format!("{base}/{name}");
             let store = PostgresStore::connect(&db_url).await?;
             let u = db_url.clone();
-            let (mut m, _) = measure(args, engine, n, store.clone(), async move |vacuum| {
-                pg_size(&u, vacuum).await
-            })
+            let (mut m, _) = measure(
+                args,
+                engine,
+                n,
+                store.clone(),
+                async move |vacuum| pg_size(&u, vacuum).await,
+                Some(&db_url),
+            )
             .await?;
             if largest {
                 listing(args, &store, &db_url, &mut m).await?;
@@ -583,6 +624,12 @@ fn table(all: &[Measured]) -> String {
         ("insert_many 1,000, warm", " ms", |m| m.insert_warm_ms),
         ("insert_many 1,000, cold", " ms", |m| m.insert_cold_ms),
         ("… its round trips", "", |m| m.insert_cold_round_trips),
+        ("… Postgres buffer hits per insert_many", "", |m| {
+            m.insert_blocks_hit.unwrap_or(f64::NAN)
+        }),
+        ("… Postgres blocks read (buffer misses)", "", |m| {
+            m.insert_blocks_read.unwrap_or(f64::NAN)
+        }),
         ("writer 1,000 × 1", " leaves/s", |m| m.writer_leaves_per_s),
         ("… p99", " ms", |m| m.writer_p99_ms),
         ("cold proof, one key", " ms", |m| m.proof_cold_ms),

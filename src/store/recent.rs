@@ -44,7 +44,7 @@ use crate::node::Node;
 use crate::position::Position;
 
 /// Nodes remembered by default, for all the namespaces of a store
-/// together: about 35 MB of branches, enough to hold every node of a
+/// together: about 40 MB of branches, enough to hold every node of a
 /// 120,000-leaf compacted tree, or the top levels of a larger or full one
 /// beside the paths of many small trees.
 pub const DEFAULT_RECENT_NODES: usize = 1 << 18;
