@@ -21,14 +21,12 @@ use super::ops::version_from_sql;
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
 use super::reply_wait::ReplyWait;
 use super::schema;
-use crate::store::RecentNodes;
-
 use super::space::{NamespaceState, NsInfo, SCAN_PAGE, decode_root};
 use super::tx::TxConnection;
 use crate::hash::Hash;
 use crate::node::ComputedNode;
 use crate::progress::{ProgressOperation, ProgressSink};
-use crate::store::ReadAt;
+use crate::store::{ReadAt, RecentNodes};
 use crate::strata::{Row, Slot, StrataError, StratumHeight};
 
 /// One namespace of an SQL database, as [`SqlStore::namespaces`] lists it.
@@ -296,11 +294,13 @@ impl<C: Dialect> SqlStore<C> {
             .await?;
         let mut meter = progress.meter(ProgressOperation::CountLeaves, None);
         let mut out = Vec::with_capacity(uncounted.len());
+        // Counting walks every row once: nothing worth remembering.
+        let no_memory = RecentNodes::new(0);
         for (name,) in uncounted {
             let space = NamespaceState::waiting(
                 &name,
                 StratumHeight::default(),
-                &RecentNodes::new(0),
+                &no_memory,
                 self.space.reply_wait,
             );
             let outcome = match self.count_one(&space, &mut meter).await? {

@@ -30,8 +30,6 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection, SqlStr};
 
-use crate::store::RecentNodes;
-
 use super::dialect::{
     Arg, CommitRows, Dialect, KeyedRow, Migration, NamedRow, PathWalk, RowRead, Shared, arguments,
 };
@@ -44,6 +42,7 @@ use super::space::{
 use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
+use crate::store::RecentNodes;
 use crate::strata::{RowChange, RowKey, StratumHeight};
 
 /// A tree store in a PostgreSQL database, bound to one namespace.
