@@ -24,6 +24,9 @@
 #                       cluster of scripts/pg-cluster.sh is started (fsync
 #                       on, PostgreSQL's defaults otherwise) and destroyed
 #                       at the end
+#   SOAK_PG_CONF        lines added to that cluster's postgresql.conf before
+#                       it starts, e.g. "shared_buffers = 6GB" (the README's
+#                       advice past 10^6 leaves; default: none)
 #   CARGO_TARGET_DIR    as cargo takes it
 #
 # The short run's rate is its acknowledged leaves over its load time; the
@@ -70,6 +73,10 @@ if [[ "$ENGINE" == postgres ]]; then
     URL="${MSSMT_BENCH_PG_URL:-}"
     if [[ -z "$URL" ]]; then
         PG_DIR="$("$ROOT/scripts/pg-cluster.sh" init)"
+        if [[ -n "${SOAK_PG_CONF:-}" ]]; then
+            printf '%s\n' "$SOAK_PG_CONF" >>"$PG_DIR/data/postgresql.conf"
+            log "postgresql.conf: $SOAK_PG_CONF"
+        fi
         URL="$("$ROOT/scripts/pg-cluster.sh" start "$PG_DIR")"
         log "durable cluster $PG_DIR at $URL"
     fi

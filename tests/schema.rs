@@ -114,6 +114,19 @@ macro_rules! no_counts {
     };
 }
 
+/// What turns a current Postgres database back into one whose strata
+/// vacuum at PostgreSQL's default threshold.
+macro_rules! no_strata_autovacuum {
+    ($version:literal) => {
+        concat!(
+            "ALTER TABLE ms_smt_strata RESET (autovacuum_vacuum_scale_factor); \
+             DELETE FROM ms_smt_migrations WHERE version = ",
+            $version,
+            "; "
+        )
+    };
+}
+
 /// An earlier schema: its name, the SQL that turns a current database
 /// back into it, and the ledger it has.
 type Earlier = (&'static str, &'static str, &'static [i64]);
@@ -133,6 +146,8 @@ trait Db {
     const VERSIONS: &'static [i64];
     /// The earlier schemas of this release line.
     const EARLIER: &'static [Earlier];
+    /// The version that added the leaf counts.
+    const LEAF_COUNTS: i64;
     /// The store's pool (`Store::pool`).
     const POOL: fn(&Self::Store) -> &Self::Raw;
     /// Opens the database through the store (the runner runs).
@@ -443,25 +458,42 @@ async fn earlier_schemas_upgrade<D: Db>(mut make: impl FnMut(&str) -> Option<D>)
             .expect("write after upgrade");
         model::apply(&mut m, &batch);
         check::<D, Compacted>(&store, "compacted", &m).await;
-        // The trees held leaves before the counts: uncounted until
-        // counted once, then exact, also through writes.
-        let uncounted = D::counts(&store).await;
-        assert!(
-            uncounted
-                .iter()
-                .all(|(_, c)| matches!(c, Some(LeafCount::Uncounted { .. }))),
-            "{what}: {uncounted:?}"
-        );
-        let mut counted = D::recount(&store).await;
-        counted.sort();
-        assert_eq!(
-            counted,
-            [
-                ("compacted".to_owned(), Some(m.len() as u64)),
-                ("full".to_owned(), Some(full.len() as u64))
-            ],
-            "{what}: counted"
-        );
+        // Trees that held leaves before the counts are uncounted until
+        // counted once, then exact, also through writes; a schema that
+        // had the counts kept them exact.
+        let mut listed = D::counts(&store).await;
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        if ledger.contains(&D::LEAF_COUNTS) {
+            assert_eq!(
+                listed,
+                [
+                    (
+                        "compacted".to_owned(),
+                        Some(LeafCount::Exact(m.len() as u64))
+                    ),
+                    ("full".to_owned(), Some(LeafCount::Exact(full.len() as u64)))
+                ],
+                "{what}: counts kept"
+            );
+            assert_eq!(D::recount(&store).await, [], "{what}: nothing to count");
+        } else {
+            assert!(
+                listed
+                    .iter()
+                    .all(|(_, c)| matches!(c, Some(LeafCount::Uncounted { .. }))),
+                "{what}: {listed:?}"
+            );
+            let mut counted = D::recount(&store).await;
+            counted.sort();
+            assert_eq!(
+                counted,
+                [
+                    ("compacted".to_owned(), Some(m.len() as u64)),
+                    ("full".to_owned(), Some(full.len() as u64))
+                ],
+                "{what}: counted"
+            );
+        }
         tree.insert_many([(hkey("compacted", 3), Leaf::empty())])
             .await
             .expect("write after the count");
@@ -635,6 +667,7 @@ impl Db for SqliteFile {
     type Raw = SqlitePool;
     const POOL: fn(&SqliteStore) -> &SqlitePool = SqliteStore::pool;
     const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7, 8];
+    const LEAF_COUNTS: i64 = 8;
     const EARLIER: &'static [Earlier] = &[
         ("schema 7 (no leaf counts)", no_counts!(8), &[2, 4, 5, 6, 7]),
         (
@@ -806,22 +839,38 @@ impl Db for PgSchema {
     type Store = PostgresStore;
     type Raw = PgPool;
     const POOL: fn(&PostgresStore) -> &PgPool = PostgresStore::pool;
-    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7];
+    const VERSIONS: &'static [i64] = &[2, 4, 5, 6, 7, 8];
+    const LEAF_COUNTS: i64 = 7;
     const EARLIER: &'static [Earlier] = &[
-        ("schema 6 (no leaf counts)", no_counts!(7), &[2, 4, 5, 6]),
+        (
+            "schema 7 (the strata at PostgreSQL's autovacuum threshold)",
+            no_strata_autovacuum!(8),
+            &[2, 4, 5, 6, 7],
+        ),
+        (
+            "schema 6 (no leaf counts)",
+            concat!(no_strata_autovacuum!(8), no_counts!(7)),
+            &[2, 4, 5, 6],
+        ),
         (
             "schema 5 (no access tokens)",
-            concat!(no_counts!(7), no_tokens!(6)),
+            concat!(no_strata_autovacuum!(8), no_counts!(7), no_tokens!(6)),
             &[2, 4, 5],
         ),
         (
             "schema 4 (no change journal)",
-            concat!(no_counts!(7), no_tokens!(6), no_journal!(5)),
+            concat!(
+                no_strata_autovacuum!(8),
+                no_counts!(7),
+                no_tokens!(6),
+                no_journal!(5)
+            ),
             &[2, 4],
         ),
         (
             "schema 2 (no versions or pins)",
             concat!(
+                no_strata_autovacuum!(8),
                 no_counts!(7),
                 no_tokens!(6),
                 no_journal!(5),
@@ -931,6 +980,59 @@ mod postgres {
         in_schema(
             "schema::postgres::changed_migration_is_refused",
             super::changed_migration_is_refused,
+        )
+        .await;
+    }
+
+    /// The strata's storage parameters, as `pg_class` lists them.
+    async fn strata_options(db: &PgSchema) -> Vec<String> {
+        let pool = db.raw().await;
+        let options = pool
+            .strings(
+                "SELECT unnest(reloptions) FROM pg_class \
+                 WHERE oid = to_regclass('ms_smt_strata') ORDER BY 1",
+            )
+            .await;
+        pool.close_pool().await;
+        options
+    }
+
+    /// Version 8 sets the strata's autovacuum threshold on a new database
+    /// and on one of version 7; an operator's own setting made after it
+    /// stays through later opens.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn strata_autovacuum_threshold() {
+        in_schema(
+            "schema::postgres::strata_autovacuum_threshold",
+            async |db: &PgSchema| {
+                let store = db.open().await.expect("open");
+                db.close(store).await;
+                assert_eq!(
+                    strata_options(db).await,
+                    ["autovacuum_vacuum_scale_factor=0.05"],
+                    "a new database"
+                );
+
+                db.exec(no_strata_autovacuum!(8)).await;
+                assert!(strata_options(db).await.is_empty(), "schema 7");
+                let store = db.open().await.expect("open schema 7");
+                db.close(store).await;
+                assert_eq!(
+                    strata_options(db).await,
+                    ["autovacuum_vacuum_scale_factor=0.05"],
+                    "upgraded from schema 7"
+                );
+
+                db.exec("ALTER TABLE ms_smt_strata SET (autovacuum_vacuum_scale_factor = 0.02)")
+                    .await;
+                let store = db.open().await.expect("open again");
+                db.close(store).await;
+                assert_eq!(
+                    strata_options(db).await,
+                    ["autovacuum_vacuum_scale_factor=0.02"],
+                    "the operator's setting"
+                );
+            },
         )
         .await;
     }
