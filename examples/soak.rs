@@ -1723,6 +1723,7 @@ fn summarize(
     let last = window(samples, n.saturating_sub(at(10.0).max(1)), n);
     let rate = |w: &[&Sample]| mean(w.iter().map(|s| s.leaves_per_s));
     let p99 = |w: &[&Sample]| mean(w.iter().map(|s| s.op("submit").2));
+    let rss_mean = |w: &[&Sample]| mean(w.iter().map(|s| s.rss_mb));
     let rss: Vec<f64> = samples
         .iter()
         .filter(|s| s.minute > at(5.0))
@@ -1766,9 +1767,9 @@ fn summarize(
         "last_submit_p99_ms": p99(&last),
         "last_vs_early_p99": p99(&last) / p99(&early),
         "rss_after_warmup_mb": [rss_min, rss_max],
-        "early_rss_mb": mean(early.iter().map(|s| s.rss_mb)),
-        "last_rss_mb": mean(last.iter().map(|s| s.rss_mb)),
-        "last_vs_early_rss": mean(last.iter().map(|s| s.rss_mb)) / mean(early.iter().map(|s| s.rss_mb)),
+        "early_rss_mb": rss_mean(&early),
+        "last_rss_mb": rss_mean(&last),
+        "last_vs_early_rss": rss_mean(&last) / rss_mean(&early),
         "rss_spread": if rss_min.is_finite() { (rss_max - rss_min) / rss_min } else { f64::NAN },
         "model_mb": model_bytes as f64 / 1e6,
         "errors": errors.len(),

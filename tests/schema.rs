@@ -997,6 +997,13 @@ mod postgres {
         options
     }
 
+    /// The strata's storage parameters after an open (which migrates).
+    async fn strata_options_after_open(db: &PgSchema) -> Vec<String> {
+        let store = db.open().await.expect("open");
+        db.close(store).await;
+        strata_options(db).await
+    }
+
     /// Version 8 sets the strata's autovacuum threshold on a new database
     /// and on one of version 7; an operator's own setting made after it
     /// stays through later opens.
@@ -1005,30 +1012,24 @@ mod postgres {
         in_schema(
             "schema::postgres::strata_autovacuum_threshold",
             async |db: &PgSchema| {
-                let store = db.open().await.expect("open");
-                db.close(store).await;
                 assert_eq!(
-                    strata_options(db).await,
+                    strata_options_after_open(db).await,
                     ["autovacuum_vacuum_scale_factor=0.05"],
                     "a new database"
                 );
 
                 db.exec(no_strata_autovacuum!(8)).await;
                 assert!(strata_options(db).await.is_empty(), "schema 7");
-                let store = db.open().await.expect("open schema 7");
-                db.close(store).await;
                 assert_eq!(
-                    strata_options(db).await,
+                    strata_options_after_open(db).await,
                     ["autovacuum_vacuum_scale_factor=0.05"],
                     "upgraded from schema 7"
                 );
 
                 db.exec("ALTER TABLE ms_smt_strata SET (autovacuum_vacuum_scale_factor = 0.02)")
                     .await;
-                let store = db.open().await.expect("open again");
-                db.close(store).await;
                 assert_eq!(
-                    strata_options(db).await,
+                    strata_options_after_open(db).await,
                     ["autovacuum_vacuum_scale_factor=0.02"],
                     "the operator's setting"
                 );
