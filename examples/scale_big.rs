@@ -7,7 +7,11 @@
 //!
 //! For each size N and engine, in a database of its own:
 //! 1. **build**: N random leaves by `insert_many` in batches of `--batch`
-//!    (time, and the process's peak RSS over the build);
+//!    (time, and the process's peak RSS over the build). `--order random`
+//!    (the default) draws every batch from the whole key space;
+//!    `--order keys` hands the same kind of uniformly random keys over in
+//!    key order, batch after batch, as an import or a sync from a sorted
+//!    source does (each batch lands in one part of the tree);
 //! 2. **disk**: bytes per leaf (SQLite: the file after a WAL checkpoint;
 //!    Postgres: the store's tables, indexes and TOAST, then again after
 //!    `VACUUM`);
@@ -73,6 +77,8 @@ struct Args {
     cli: Option<PathBuf>,
     out: PathBuf,
     keep: bool,
+    /// `--order keys`: the build's batches in key order.
+    key_order: bool,
 }
 
 fn parse_args() -> Res<Args> {
@@ -88,6 +94,7 @@ fn parse_args() -> Res<Args> {
         cli: None,
         out: PathBuf::from("scale-big-out"),
         keep: false,
+        key_order: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -114,6 +121,13 @@ fn parse_args() -> Res<Args> {
             "--cli" => a.cli = Some(value.into()),
             "--out" => a.out = value.into(),
             "--keep" => a.keep = value == "yes",
+            "--order" => {
+                a.key_order = match value.as_str() {
+                    "keys" => true,
+                    "random" => false,
+                    other => return Err(format!("--order {other}: random or keys").into()),
+                }
+            }
             _ => return Err(format!("unknown flag {flag}").into()),
         }
     }
@@ -134,6 +148,23 @@ fn random_leaves(rng: &mut StdRng, n: usize) -> Vec<(Key, Leaf)> {
             (Key(key), Leaf::new(value, rng.gen_range(1..1u64 << 32)))
         })
         .collect()
+}
+
+/// Batch `index` of `batches` of a key-ordered build: `count` random leaves
+/// whose keys fall in that batch's share of the key space (by their first
+/// eight bytes), sorted. Over all batches the keys are as uniform as
+/// [`random_leaves`]'s; only the order they arrive in differs.
+fn ordered_leaves(rng: &mut StdRng, index: u64, batches: u64, count: usize) -> Vec<(Key, Leaf)> {
+    let span = 1u128 << 64;
+    let lo = span * u128::from(index) / u128::from(batches);
+    let hi = span * u128::from(index + 1) / u128::from(batches);
+    let mut leaves = random_leaves(rng, count);
+    for (key, _) in &mut leaves {
+        let top = rng.gen_range(lo..hi) as u64;
+        key.0[..8].copy_from_slice(&top.to_be_bytes());
+    }
+    leaves.sort_by(|a, b| a.0.0.cmp(&b.0.0));
+    leaves
 }
 
 /// The process's resident and peak resident memory (MB); `reset_peak`
@@ -169,6 +200,8 @@ fn median(v: &mut [f64]) -> f64 {
 struct Measured {
     engine: String,
     n: u64,
+    /// "random" or "keys" (`--order`).
+    build_order: String,
     build_secs: f64,
     build_peak_mb: f64,
     rss_after_build_mb: f64,
@@ -240,6 +273,7 @@ async fn measure<S: Big>(
     let mut m = Measured {
         engine: engine.to_owned(),
         n,
+        build_order: if args.key_order { "keys" } else { "random" }.to_owned(),
         ..Default::default()
     };
     let tree = CompactedTree::new(store.named(NS));
@@ -248,10 +282,22 @@ async fn measure<S: Big>(
     reset_peak();
     let started = Instant::now();
     let mut done = 0u64;
+    let batches = n.div_ceil(args.batch as u64);
+    let mut index = 0u64;
     while done < n {
-        let batch = random_leaves(&mut rng, args.batch.min((n - done) as usize));
+        let count = args.batch.min((n - done) as usize);
+        let batch = if args.key_order {
+            ordered_leaves(&mut rng, index, batches, count)
+        } else {
+            random_leaves(&mut rng, count)
+        };
+        index += 1;
         if sample_keys.len() < 1_000 {
-            sample_keys.extend(batch.iter().take(100).map(|(k, _)| *k));
+            // Up to 100 keys a batch, spread over it (over every part of
+            // the key space when the batches come in key order).
+            let per_batch = (1_000 / batches.max(1) as usize).clamp(1, 100);
+            let step = (batch.len() / per_batch).max(1);
+            sample_keys.extend(batch.iter().step_by(step).take(per_batch).map(|(k, _)| *k));
         }
         done += batch.len() as u64;
         tree.insert_many(batch).await?;
