@@ -163,7 +163,7 @@ fn ordered_leaves(rng: &mut StdRng, index: u64, batches: u64, count: usize) -> V
         let top = rng.gen_range(lo..hi) as u64;
         key.0[..8].copy_from_slice(&top.to_be_bytes());
     }
-    leaves.sort_by(|a, b| a.0.0.cmp(&b.0.0));
+    leaves.sort_by_key(|(key, _)| key.0);
     leaves
 }
 
