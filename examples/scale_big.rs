@@ -283,19 +283,17 @@ async fn measure<S: Big>(
     let started = Instant::now();
     let mut done = 0u64;
     let batches = n.div_ceil(args.batch as u64);
-    let mut index = 0u64;
+    // Up to 100 sample keys a batch, spread over it (over every part of the
+    // key space when the batches come in key order).
+    let per_batch = (1_000 / batches.max(1) as usize).clamp(1, 100);
     while done < n {
         let count = args.batch.min((n - done) as usize);
         let batch = if args.key_order {
-            ordered_leaves(&mut rng, index, batches, count)
+            ordered_leaves(&mut rng, done / args.batch as u64, batches, count)
         } else {
             random_leaves(&mut rng, count)
         };
-        index += 1;
         if sample_keys.len() < 1_000 {
-            // Up to 100 keys a batch, spread over it (over every part of
-            // the key space when the batches come in key order).
-            let per_batch = (1_000 / batches.max(1) as usize).clamp(1, 100);
             let step = (batch.len() / per_batch).max(1);
             sample_keys.extend(batch.iter().step_by(step).take(per_batch).map(|(k, _)| *k));
         }
