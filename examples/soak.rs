@@ -1719,8 +1719,10 @@ fn summarize(
     // hour: [5, 15] and the last 10 of 60 minutes.
     let scale = f64::from(n) / 60.0;
     let at = |m: f64| ((m * scale).round() as u32).min(n);
-    let early = window(samples, at(5.0), at(15.0).max(at(5.0) + 1));
-    let last = window(samples, n.saturating_sub(at(10.0).max(1)), n);
+    let (early_from, early_to) = (at(5.0), at(15.0).max(at(5.0) + 1));
+    let last_from = n.saturating_sub(at(10.0).max(1));
+    let early = window(samples, early_from, early_to);
+    let last = window(samples, last_from, n);
     let rate = |w: &[&Sample]| mean(w.iter().map(|s| s.leaves_per_s));
     let p99 = |w: &[&Sample]| mean(w.iter().map(|s| s.op("submit").2));
     let rss_mean = |w: &[&Sample]| mean(w.iter().map(|s| s.rss_mb));
@@ -1732,6 +1734,28 @@ fn summarize(
     let (rss_min, rss_max) = rss
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
+    // Postgres's WAL per acknowledged leaf and checkpoints per minute in a
+    // window: full-page images after each checkpoint are what grows.
+    let wal_per_leaf = |w: &[&Sample]| -> Option<f64> {
+        let wal: i64 = w.iter().map(|s| s.wal_written).sum::<Option<i64>>()?;
+        let leaves: u64 = w.iter().map(|s| s.submissions).sum();
+        Some(ratio(wal as f64, leaves as f64))
+    };
+    let checkpoints_at = |m: u32| {
+        if m == 0 {
+            first.checkpoints
+        } else {
+            samples
+                .iter()
+                .find(|s| s.minute == m)
+                .and_then(|s| s.db.checkpoints)
+        }
+    };
+    let checkpoints_per_min = |from: u32, to: u32| -> Option<f64> {
+        let count = checkpoints_at(to)? - checkpoints_at(from)?;
+        let minutes = f64::from(to.saturating_sub(from).max(1)) * args.sample_secs / 60.0;
+        Some(ratio(count as f64, minutes))
+    };
     let overall = w.leaves as f64 / load_secs;
     let per_leaf = |s: &DbSample| ratio(s.db_bytes as f64, s.live_leaves as f64);
     let disturbed: Vec<u32> = samples
@@ -1759,7 +1783,7 @@ fn summarize(
         "leaves_per_s": overall,
         "short_rate": args.short_rate,
         "rate_vs_short": args.short_rate.map(|s| overall / s),
-        "early_window_minutes": [at(5.0) + 1, at(15.0).max(at(5.0) + 1)],
+        "early_window_minutes": [early_from + 1, early_to],
         "early_rate": rate(&early),
         "last_rate": rate(&last),
         "last_vs_early_rate": rate(&last) / rate(&early),
@@ -1771,6 +1795,10 @@ fn summarize(
         "last_rss_mb": rss_mean(&last),
         "last_vs_early_rss": rss_mean(&last) / rss_mean(&early),
         "rss_spread": if rss_min.is_finite() { (rss_max - rss_min) / rss_min } else { f64::NAN },
+        "early_wal_bytes_per_leaf": wal_per_leaf(&early),
+        "last_wal_bytes_per_leaf": wal_per_leaf(&last),
+        "early_checkpoints_per_min": checkpoints_per_min(early_from, early_to),
+        "last_checkpoints_per_min": checkpoints_per_min(last_from, n),
         "model_mb": model_bytes as f64 / 1e6,
         "errors": errors.len(),
         "first_errors": errors.iter().take(10).collect::<Vec<_>>(),
