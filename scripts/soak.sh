@@ -26,7 +26,9 @@
 #                       at the end
 #   SOAK_PG_CONF        lines added to that cluster's postgresql.conf before
 #                       it starts, e.g. "shared_buffers = 6GB" (the README's
-#                       advice past 10^6 leaves; default: none)
+#                       advice past 10^6 leaves) or, with $'...' quoting,
+#                       $'shared_buffers = 6GB\nmax_wal_size = 16GB\ncheckpoint_timeout = 15min'
+#                       (its advice under sustained writes; default: none)
 #   CARGO_TARGET_DIR    as cargo takes it
 #
 # The short run's rate is its acknowledged leaves over its load time; the
