@@ -555,6 +555,79 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
 /// (served read-only) holds every child's root, and a POST to the parent
 /// is refused with a 403 and writes nothing. The children are created by
 /// an admin first (a write creates no namespace).
+/// A refusal of a request with a body says `Connection: close` (the server
+/// may not have read the body, and then closes the socket), so the client
+/// sends its next request on a new connection: once, the request after a
+/// 413 failed with `IncompleteMessage` on the socket being closed. A refusal
+/// with no body keeps its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_with_a_body_closes_its_connection() {
+    let ns = "assets";
+    let config = unlimited().body_limit(64 << 10);
+    let (db, url, admin) = source(ns, 10, config).await;
+    let reader = token(&db.store, "read:*").await;
+    let c = raw();
+    let leaves = format!("{url}/v1/{ns}/leaves");
+    let root = format!("{url}/v1/{ns}/root");
+    let big = vec![b' '; 100 << 10];
+    let cases: [(&str, Option<&str>, &[u8], StatusCode); 4] = [
+        (
+            "over the body limit",
+            Some(&admin),
+            &big,
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+        ("no token", None, &big, StatusCode::FORBIDDEN),
+        (
+            "a read-only token",
+            Some(&reader),
+            &big,
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "a malformed token",
+            Some("x"),
+            &big,
+            StatusCode::UNAUTHORIZED,
+        ),
+    ];
+    for round in 0..10 {
+        for (what, token, body, want) in cases {
+            let mut request = Request::builder().method(Method::POST).uri(&leaves);
+            if let Some(token) = token {
+                request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            let request = request
+                .body(Full::new(Bytes::copy_from_slice(body)))
+                .expect("request");
+            let response = c.request(request).await.expect("send");
+            assert_eq!(response.status(), want, "{what}");
+            assert_eq!(
+                response
+                    .headers()
+                    .get(hyper::header::CONNECTION)
+                    .map(|v| v.as_bytes()),
+                Some(&b"close"[..]),
+                "{what}"
+            );
+            let (status, _, _) = send_as(&c, Some(&admin), Method::GET, &root, &[]).await;
+            assert_eq!(status, StatusCode::OK, "round {round}, after {what}");
+        }
+    }
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(&leaves)
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let response = c.request(request).await.expect("send");
+    assert_eq!(
+        response.status(),
+        StatusCode::FORBIDDEN,
+        "no body, no token"
+    );
+    assert_eq!(response.headers().get(hyper::header::CONNECTION), None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forest_server_keeps_its_parent_in_step() {
     let db = SqliteDb::open("fed-forest").await;

@@ -502,8 +502,26 @@ async fn gate<C: Dialect>(
     mut request: Request,
     next: Next,
 ) -> Response {
+    // A refusal may leave the request's body unread, and hyper closes a
+    // connection whose body it has not read whole after the answer; saying
+    // so (`Connection: close`) keeps a client from sending its next request
+    // on that socket (it failed with `IncompleteMessage` after a 413).
+    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+        || request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    let refuse = |error: ServeError| -> Response {
+        let mut response = error.into_response();
+        if has_body {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    };
     let Ok(_permit) = shared.in_flight.try_acquire() else {
-        return ServeError::Busy.into_response();
+        return refuse(ServeError::Busy);
     };
     let now = Instant::now();
     let ip = request
@@ -526,7 +544,7 @@ async fn gate<C: Dialect>(
             if let Some(limiter) = &shared.per_address
                 && !limiter.has(&ip, now)
             {
-                return limited(Duration::from_millis(10)).into_response();
+                return refuse(limited(Duration::from_millis(10)));
             }
             match shared.authority.principal(value.as_bytes()).await {
                 Ok(principal) => principal,
@@ -534,12 +552,11 @@ async fn gate<C: Dialect>(
                     if let Some(limiter) = &shared.per_address {
                         let _ = limiter.take(&ip, now);
                     }
-                    return match refusal {
+                    return refuse(match refusal {
                         TokenRefusal::Malformed => ServeError::MalformedToken,
                         TokenRefusal::Invalid => ServeError::InvalidToken,
                         TokenRefusal::Store(e) => ServeError::AccessCheck(e),
-                    }
-                    .into_response();
+                    });
                 }
             }
         }
@@ -548,11 +565,11 @@ async fn gate<C: Dialect>(
                 match limiter.take(&ip, now) {
                     Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
                     Ok(_) => {}
-                    Err(retry) => return limited(retry).into_response(),
+                    Err(retry) => return refuse(limited(retry)),
                 }
             }
             if !shared.config.access.public_read {
-                return ServeError::NoToken.into_response();
+                return refuse(ServeError::NoToken);
             }
             Principal::Anonymous
         }
@@ -561,15 +578,22 @@ async fn gate<C: Dialect>(
         match limiter.take(id, now) {
             Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
             Ok(_) => {}
-            Err(retry) => return limited(retry).into_response(),
+            Err(retry) => return refuse(limited(retry)),
         }
     }
     request.extensions_mut().insert(principal);
     let limit = shared.config.request_timeout;
-    match tokio::time::timeout(limit, next.run(request)).await {
+    let mut response = match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ServeError::Timeout(limit).into_response(),
+        Err(_) => return refuse(ServeError::Timeout(limit)),
+    };
+    let status = response.status();
+    if has_body && (status.is_client_error() || status.is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    response
 }
 
 /// The caller the gate set (none: the gate did not run, and nothing is
