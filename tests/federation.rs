@@ -75,6 +75,17 @@ async fn send(client: &Raw, method: Method, url: &str, body: &[u8]) -> (StatusCo
     send_as(client, None, method, url, body).await
 }
 
+/// A request with `Authorization: Bearer <token>` when given.
+fn request_as(token: Option<&str>, method: Method, url: &str, body: &[u8]) -> Request<Full<Bytes>> {
+    let mut request = Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    request
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .expect("request")
+}
+
 /// [`send`] with `Authorization: Bearer <token>` when given.
 async fn send_as(
     client: &Raw,
@@ -83,14 +94,10 @@ async fn send_as(
     url: &str,
     body: &[u8],
 ) -> (StatusCode, String, Bytes) {
-    let mut request = Request::builder().method(method).uri(url);
-    if let Some(token) = token {
-        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let request = request
-        .body(Full::new(Bytes::copy_from_slice(body)))
-        .expect("request");
-    let response = client.request(request).await.expect("send");
+    let response = client
+        .request(request_as(token, method, url, body))
+        .await
+        .expect("send");
     let status = response.status();
     let kind = response
         .headers()
@@ -593,14 +600,10 @@ async fn a_refusal_with_a_body_closes_its_connection() {
     ];
     for round in 0..10 {
         for (what, token, body, want) in cases {
-            let mut request = Request::builder().method(Method::POST).uri(&leaves);
-            if let Some(token) = token {
-                request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-            }
-            let request = request
-                .body(Full::new(Bytes::copy_from_slice(body)))
-                .expect("request");
-            let response = c.request(request).await.expect("send");
+            let response = c
+                .request(request_as(token, Method::POST, &leaves, body))
+                .await
+                .expect("send");
             assert_eq!(response.status(), want, "{what}");
             assert_eq!(
                 response
@@ -614,12 +617,10 @@ async fn a_refusal_with_a_body_closes_its_connection() {
             assert_eq!(status, StatusCode::OK, "round {round}, after {what}");
         }
     }
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri(&leaves)
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let response = c.request(request).await.expect("send");
+    let response = c
+        .request(request_as(None, Method::POST, &leaves, &[]))
+        .await
+        .expect("send");
     assert_eq!(
         response.status(),
         StatusCode::FORBIDDEN,

@@ -495,11 +495,11 @@ fn who(principal: &Principal) -> String {
 }
 
 /// The gate every request passes before its handler: the in-flight cap,
-/// the caller, the rate limits, and the request's time limit. Sets the
-/// [`Principal`] as a request extension.
+/// the caller, the rate limits, and the request's time limit ([`admit`]),
+/// then what a refusal says about its connection.
 async fn gate<C: Dialect>(
     State(shared): State<Arc<Shared<C>>>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
     // A refusal may leave the request's body unread, and hyper closes a
@@ -511,17 +511,21 @@ async fn gate<C: Dialect>(
             .headers()
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
-    let refuse = |error: ServeError| -> Response {
-        let mut response = error.into_response();
-        if has_body {
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
+    let mut response = admit(&shared, request, next).await;
+    let status = response.status();
+    if has_body && (status.is_client_error() || status.is_server_error()) {
         response
-    };
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// The in-flight cap, the caller, the rate limits, and the request's time
+/// limit; sets the [`Principal`] as a request extension.
+async fn admit<C: Dialect>(shared: &Shared<C>, mut request: Request, next: Next) -> Response {
     let Ok(_permit) = shared.in_flight.try_acquire() else {
-        return refuse(ServeError::Busy);
+        return ServeError::Busy.into_response();
     };
     let now = Instant::now();
     let ip = request
@@ -544,7 +548,7 @@ async fn gate<C: Dialect>(
             if let Some(limiter) = &shared.per_address
                 && !limiter.has(&ip, now)
             {
-                return refuse(limited(Duration::from_millis(10)));
+                return limited(Duration::from_millis(10)).into_response();
             }
             match shared.authority.principal(value.as_bytes()).await {
                 Ok(principal) => principal,
@@ -552,11 +556,12 @@ async fn gate<C: Dialect>(
                     if let Some(limiter) = &shared.per_address {
                         let _ = limiter.take(&ip, now);
                     }
-                    return refuse(match refusal {
+                    return match refusal {
                         TokenRefusal::Malformed => ServeError::MalformedToken,
                         TokenRefusal::Invalid => ServeError::InvalidToken,
                         TokenRefusal::Store(e) => ServeError::AccessCheck(e),
-                    });
+                    }
+                    .into_response();
                 }
             }
         }
@@ -565,11 +570,11 @@ async fn gate<C: Dialect>(
                 match limiter.take(&ip, now) {
                     Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
                     Ok(_) => {}
-                    Err(retry) => return refuse(limited(retry)),
+                    Err(retry) => return limited(retry).into_response(),
                 }
             }
             if !shared.config.access.public_read {
-                return refuse(ServeError::NoToken);
+                return ServeError::NoToken.into_response();
             }
             Principal::Anonymous
         }
@@ -578,22 +583,15 @@ async fn gate<C: Dialect>(
         match limiter.take(id, now) {
             Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
             Ok(_) => {}
-            Err(retry) => return refuse(limited(retry)),
+            Err(retry) => return limited(retry).into_response(),
         }
     }
     request.extensions_mut().insert(principal);
     let limit = shared.config.request_timeout;
-    let mut response = match tokio::time::timeout(limit, next.run(request)).await {
+    match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => return refuse(ServeError::Timeout(limit)),
-    };
-    let status = response.status();
-    if has_body && (status.is_client_error() || status.is_server_error()) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        Err(_) => ServeError::Timeout(limit).into_response(),
     }
-    response
 }
 
 /// The caller the gate set (none: the gate did not run, and nothing is
