@@ -12,7 +12,12 @@
 //!   timed sync is undone by an untimed sync back to a pin of the old root;
 //!   the subtrees fetched are printed;
 //! * `multi_proof/k{10,100,1000}`: one proof for k keys (sizes printed
-//!   next to k single compressed proofs).
+//!   next to k single compressed proofs);
+//! * `feed/{plain,with_later}` (SQL stores): every page of 1,000 changes
+//!   of a journal of `MSSMT_BENCH_FEED_COMMITS` commits of 1,000 changes
+//!   (default 50), read from its start as a follower far behind does:
+//!   `changes` (the page's rows) against `changes_with_later` (also every
+//!   change between the page and the head, what a proven page needs).
 //!
 //! ```text
 //! MSSMT_BENCH_PG_URL=postgres://... MSSMT_BENCH_N=10000 cargo bench --bench universe
@@ -34,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use common::{Batch, ScratchSqlite, runtime};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use ms_smt::store::{BulkStore, MemoryStore, PinStore, SqliteStore, TreeStore};
+use ms_smt::store::{BulkStore, JournalStore, MemoryStore, PinStore, SqliteStore, TreeStore};
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Tree};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -241,6 +246,73 @@ fn bench_store<S: Bench>(c: &mut Criterion, rt: &Runtime, label: &str, db: &S, b
     rt.block_on(tree.delete_all()).expect("clear");
 }
 
+/// Commits in the journal `bench_feed` reads.
+fn feed_commits() -> usize {
+    std::env::var("MSSMT_BENCH_FEED_COMMITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+}
+
+/// Reads every page of the journal from `since` to the head; returns the
+/// pages and the changes read.
+async fn read_feed<S: JournalStore>(store: &S, since: u64, later: bool) -> (usize, usize) {
+    let (mut at, mut pages, mut changes) = (since, 0, 0);
+    loop {
+        let page = if later {
+            store.changes_with_later(at, 1_000).await
+        } else {
+            store.changes(at, 1_000).await
+        };
+        let page = page.expect("page").expect("covered");
+        pages += 1;
+        changes += page.changes.len();
+        if !page.has_more() {
+            return (pages, changes);
+        }
+        at = page.to_version;
+    }
+}
+
+/// The change feed read by a follower far behind (see the module docs).
+fn bench_feed<S: Bench + JournalStore>(
+    c: &mut Criterion,
+    rt: &Runtime,
+    label: &str,
+    db: &S,
+    base: &Batch,
+) {
+    let commits = feed_commits();
+    let mut rng = StdRng::seed_from_u64(0x756e_6976_0002);
+    let tree = rt.block_on(build(db, "bench-feed", base));
+    let store = tree.store().clone();
+    let since = rt
+        .block_on(store.enable_journal())
+        .expect("journal")
+        .head_version;
+    for _ in 0..commits {
+        let fresh = random_batch(&mut rng, 1_000);
+        rt.block_on(tree.insert_many(fresh)).expect("commit");
+    }
+    let mut g = c.benchmark_group(format!("{label}/N={}", base.len()));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(1))
+        .throughput(Throughput::Elements((commits * 1_000) as u64));
+    for (name, later) in [("plain", false), ("with_later", true)] {
+        let (pages, changes) = rt.block_on(read_feed(&store, since, later));
+        assert_eq!(changes, commits * 1_000);
+        eprintln!("{label}/feed/{name}: {pages} pages, {changes} changes");
+        g.bench_function(format!("feed/{name}"), |b| {
+            b.to_async(rt)
+                .iter(|| async { black_box(read_feed(&store, since, later).await) })
+        });
+    }
+    g.finish();
+    rt.block_on(store.disable_journal()).expect("journal off");
+    rt.block_on(tree.delete_all()).expect("clear");
+}
+
 fn benches(c: &mut Criterion) {
     let rt = runtime();
     let mut rng = StdRng::seed_from_u64(0x756e_6976_0000);
@@ -253,11 +325,13 @@ fn benches(c: &mut Criterion) {
         .block_on(SqliteStore::open(&file.path))
         .expect("open SQLite");
     bench_store(c, &rt, "sqlite", &sqlite, &base);
+    bench_feed(c, &rt, "sqlite", &sqlite, &base);
     rt.block_on(sqlite.pool().close());
     drop(file);
 
     if let Some(pg) = durable::durable_postgres_or_skip(&rt) {
         bench_store(c, &rt, "postgres", &pg, &base);
+        bench_feed(c, &rt, "postgres", &pg, &base);
     }
 }
 

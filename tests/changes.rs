@@ -146,6 +146,7 @@ where
     let by_version: BTreeMap<u64, &Seen> = seen.iter().map(|s| (s.version, s)).collect();
     let mut at = seen[0].version;
     let mut pages = 0;
+    let mut later_pages = 0;
     let mut total = 0;
     while at < head.version {
         let page = tree.changes(at, 7).await.expect("page").expect("covered");
@@ -165,7 +166,21 @@ where
             .await
             .expect("proven")
             .expect("covered");
-        assert_eq!(proven.page, page);
+        // The follower's page reads only its own rows; the proven one
+        // adds each key changed after it with its leaf at the page's end.
+        assert!(page.later.is_empty(), "a plain page read later leaves");
+        let mut without_later = proven.page.clone();
+        without_later.later.clear();
+        assert_eq!(without_later, page);
+        for (key, leaf) in &proven.page.later {
+            assert!(page.changes.iter().all(|c| c.key != *key));
+            let at_end = end.model.get(key).cloned().unwrap_or_else(Leaf::empty);
+            assert_eq!(
+                *leaf, at_end,
+                "a later leaf is not its leaf at the page's end"
+            );
+        }
+        later_pages += usize::from(!proven.page.later.is_empty());
         let batch = proven.verify(&by_version[&at].root).expect("verifies");
         let mut m = by_version[&at].model.clone();
         apply(&mut m, &batch);
@@ -184,6 +199,7 @@ where
         pages >= total.div_ceil(7 + 16),
         "{pages} pages for {total} changes"
     );
+    assert!(later_pages > 0, "no proven page carried later leaves");
     // Pruning keeps the pinned version and what follows.
     let pinned = pin_version.expect("pinned");
     let removed = store

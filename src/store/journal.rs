@@ -58,7 +58,9 @@ pub struct ChangePage {
     /// For each key changed after `to_version` (up to the head) that the
     /// page does not change, its leaf at `to_version`, in tree order: what
     /// a proof of the page built at the head root needs besides the page
-    /// (see [`ProvenPage`](crate::ProvenPage)).
+    /// (see [`ProvenPage`](crate::ProvenPage)). Read only by
+    /// [`JournalStore::changes_with_later`]; empty from
+    /// [`JournalStore::changes`].
     pub later: Vec<(Key, Leaf)>,
 }
 
@@ -125,7 +127,22 @@ pub trait JournalStore: TreeStore {
     /// changes (a single larger version comes whole), from one snapshot.
     /// `Ok(None)` when the journal does not cover `since` (off, pruned
     /// past it, restarted after it) or `since` is ahead of the namespace.
+    ///
+    /// The page's [`later`](ChangePage::later) is left empty: a follower
+    /// that checks pages against its own tree needs only the changes, and
+    /// reading `later` costs every change between the page and the head.
     fn changes(
+        &self,
+        since: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<ChangePage>, Self::Error>> + Send;
+
+    /// [`changes`](Self::changes) with [`ChangePage::later`] read in the
+    /// same snapshot: what a proof of the page built at the head root
+    /// needs ([`ProvenPage`](crate::ProvenPage)). It reads every change
+    /// after the page up to the head, so a page far behind the head costs
+    /// as many rows as the head is ahead of it.
+    fn changes_with_later(
         &self,
         since: u64,
         limit: usize,

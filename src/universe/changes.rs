@@ -268,7 +268,12 @@ impl<S: JournalStore, L: Layout> Tree<S, L> {
     /// hold only a root ([`ProvenPage::verify`]).
     pub async fn proven_changes(&self, since: u64, limit: usize) -> Res<Option<ProvenPage>, S> {
         for _ in 0..PROOF_ATTEMPTS {
-            let Some(page) = self.changes(since, limit).await? else {
+            let page = self
+                .store
+                .changes_with_later(since, limit)
+                .await
+                .map_err(TreeError::Store)?;
+            let Some(page) = page else {
                 return Ok(None);
             };
             let changed = first_and_last(&page);

@@ -447,8 +447,29 @@ impl<C: Dialect> JournalStore for SqlStore<C> {
     }
 
     async fn changes(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
-        self.snapshot(move |conn, space| Box::pin(journal::changes_on(conn, space, since, limit)))
-            .await
+        self.snapshot(move |conn, space| {
+            Box::pin(journal::changes_on(
+                conn,
+                space,
+                since,
+                limit,
+                journal::Later::Skip,
+            ))
+        })
+        .await
+    }
+
+    async fn changes_with_later(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
+        self.snapshot(move |conn, space| {
+            Box::pin(journal::changes_on(
+                conn,
+                space,
+                since,
+                limit,
+                journal::Later::Read,
+            ))
+        })
+        .await
     }
 
     async fn version_of(&self, root: &Hash) -> Res<Option<u64>> {

@@ -202,6 +202,15 @@ fn key(bytes: &[u8]) -> Res<Key> {
         .map_err(|_| SqlStoreError::CorruptJournal { len: bytes.len() })
 }
 
+/// Whether a page reads its [`ChangePage::later`] leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Later {
+    /// Left empty: the page's own rows only.
+    Skip,
+    /// Read: every change between the page and the head.
+    Read,
+}
+
 /// A page of the journal after `since` (see
 /// [`JournalStore::changes`](crate::store::JournalStore::changes)); run
 /// inside one read snapshot.
@@ -210,6 +219,7 @@ pub(crate) async fn changes_on<C: Dialect>(
     space: &NamespaceState,
     since: u64,
     limit: usize,
+    with_later: Later,
 ) -> Res<Option<ChangePage>> {
     let Some(state) = load_state(conn, space).await? else {
         return Ok(None);
@@ -279,7 +289,7 @@ pub(crate) async fn changes_on<C: Dialect>(
             })
         })
         .collect::<Res<Vec<_>>>()?;
-    let later = if to_version < state.version {
+    let later = if with_later == Later::Read && to_version < state.version {
         later_leaves(conn, space, id, to_version, &changes).await?
     } else {
         Vec::new()
