@@ -30,7 +30,9 @@
 //!   journal keeps its last `--journal-keep` versions.
 //!
 //! Every `--sample-secs` (60) it appends a row to `soak-<engine>.csv`:
-//! throughput, p50/p99/max per operation, process RSS, the database's size
+//! throughput, p50/p99/max per operation, process RSS (one read at the
+//! row, and the mean, least and most of reads every 250 ms in its minute),
+//! the database's size
 //! on disk (tables, indexes, WAL), dead tuples and HOT updates (Postgres,
 //! `pg_stat_user_tables`) or freelist pages (SQLite), rows per live leaf,
 //! and the load average, so a disturbed minute shows. At the end it stops
@@ -52,6 +54,10 @@
 //! Postgres must run with `fsync = on` (refused otherwise: see
 //! `benches/support/durable.rs`); SQLite opens with the crate's defaults
 //! (WAL, `synchronous=FULL`). `--minutes` takes fractions (0.5 = 30 s).
+
+// The summary is one `serde_json::json!` of more keys than the default
+// macro recursion limit takes.
+#![recursion_limit = "256"]
 
 #[path = "../benches/support/durable.rs"]
 mod durable;
@@ -958,6 +964,9 @@ struct Sample {
     errors: u64,
     ops: BTreeMap<&'static str, (u64, f64, f64, f64)>,
     rss_mb: f64,
+    /// The mean, least and most of the RSS read every `RSS_EVERY` in the
+    /// minute: one read a minute lands anywhere on a saw-tooth of seconds.
+    rss_in_minute: RssWindow,
     model_mb: f64,
     /// Nodes the store's memory holds: every tree handle of the forest and
     /// the follower share it (one budget per store).
@@ -973,6 +982,53 @@ struct Sample {
     wal_written: Option<i64>,
     hot_share: Option<f64>,
     heap_hit_share: Option<f64>,
+}
+
+/// How often the RSS is read within a minute.
+const RSS_EVERY: Duration = Duration::from_millis(250);
+
+/// The RSS reads of one minute.
+#[derive(Debug, Clone, Copy)]
+struct RssWindow {
+    sum: f64,
+    reads: u32,
+    min: f64,
+    max: f64,
+}
+
+impl Default for RssWindow {
+    fn default() -> Self {
+        RssWindow {
+            sum: 0.0,
+            reads: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+}
+
+impl RssWindow {
+    fn add(&mut self, mb: f64) {
+        if mb.is_finite() {
+            self.sum += mb;
+            self.reads += 1;
+            self.min = self.min.min(mb);
+            self.max = self.max.max(mb);
+        }
+    }
+
+    fn mean(&self) -> f64 {
+        ratio(self.sum, f64::from(self.reads))
+    }
+
+    /// (mean, min, max), NaN when nothing was read.
+    fn figures(&self) -> (f64, f64, f64) {
+        if self.reads == 0 {
+            (f64::NAN, f64::NAN, f64::NAN)
+        } else {
+            (self.mean(), self.min, self.max)
+        }
+    }
 }
 
 fn rss_mb() -> f64 {
@@ -1002,7 +1058,8 @@ pin_n,pin_p99_ms,pinread_p99_ms,unpin_p99_ms,prune_n,prune_p99_ms,pruned_rows,\
 rss_mb,model_mb,live_leaves,namespaces,strata_rows,rows_per_leaf,history_rows,change_rows,\
 version_rows,pins,db_bytes,table_bytes,index_bytes,wal_bytes,bytes_per_leaf,freelist_pages,\
 dead_tuples,hot_share,autovacuums,wal_written_bytes,checkpoints,heap_hit_share,groups,\
-mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes";
+mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes,\
+rss_mean_mb,rss_min_mb,rss_max_mb";
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -1099,6 +1156,9 @@ impl Sample {
             f(self.committing_share),
             f(self.waiting_share),
             self.recent_nodes.to_string(),
+            f(self.rss_in_minute.figures().0),
+            f(self.rss_in_minute.figures().1),
+            f(self.rss_in_minute.figures().2),
         ]
         .join(",")
     }
@@ -1266,7 +1326,15 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     while started.elapsed() < total {
         let next = started + period * (minute + 1);
         let end = (started + total).min(next);
-        tokio::time::sleep_until(end.into()).await;
+        let mut rss_in_minute = RssWindow::default();
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            tokio::time::sleep_until((now + RSS_EVERY).min(end).into()).await;
+            rss_in_minute.add(rss_mb());
+        }
         minute += 1;
         let now = Instant::now();
         let secs = now.duration_since(before_t).as_secs_f64();
@@ -1321,6 +1389,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             errors: errors - before_errors,
             ops,
             rss_mb: rss_mb(),
+            rss_in_minute,
             model_mb: f64::NAN,
             recent_nodes: follower_tree.store().recent_len() as u64,
             wal_written: delta(db.wal_lsn, before_db.wal_lsn),
@@ -1734,6 +1803,18 @@ fn summarize(
     let (rss_min, rss_max) = rss
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
+    // The same over the minutes' means of their in-minute reads.
+    let (means_min, means_max) = samples
+        .iter()
+        .filter(|s| s.minute > at(5.0))
+        .map(|s| s.rss_in_minute.mean())
+        .filter(|m| m.is_finite())
+        .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+    let means_spread = if means_min.is_finite() {
+        (means_max - means_min) / means_min
+    } else {
+        f64::NAN
+    };
     // Postgres's WAL per acknowledged leaf and checkpoints per minute in a
     // window: full-page images after each checkpoint are what grows.
     let wal_per_leaf = |w: &[&Sample]| -> Option<f64> {
@@ -1795,6 +1876,8 @@ fn summarize(
         "last_rss_mb": rss_mean(&last),
         "last_vs_early_rss": rss_mean(&last) / rss_mean(&early),
         "rss_spread": if rss_min.is_finite() { (rss_max - rss_min) / rss_min } else { f64::NAN },
+        "rss_minute_means_after_warmup_mb": [means_min, means_max],
+        "rss_minute_means_spread": means_spread,
         "early_wal_bytes_per_leaf": wal_per_leaf(&early),
         "last_wal_bytes_per_leaf": wal_per_leaf(&last),
         "early_checkpoints_per_min": checkpoints_per_min(early_from, early_to),
@@ -1898,7 +1981,14 @@ fn plot(path: &Path, engine: &str, samples: &[Sample], short_rate: Option<f64>) 
         (
             "process memory",
             "MB",
-            vec![("RSS", xs(&|s| s.rss_mb), BLUE)],
+            vec![
+                ("RSS, one read", xs(&|s| s.rss_mb), BLUE),
+                (
+                    "RSS, mean of the minute's reads",
+                    xs(&|s| s.rss_in_minute.mean()),
+                    RGBColor(200, 120, 40),
+                ),
+            ],
         ),
         (
             "database bytes per live leaf (WAL excluded)",
