@@ -427,6 +427,22 @@ impl<C: Dialect> SqlStore<C> {
     }
 }
 
+impl<C: Dialect> SqlStore<C> {
+    /// A page of the journal from one snapshot, with or without its
+    /// later leaves.
+    async fn journal_page(
+        &self,
+        since: u64,
+        limit: usize,
+        later: journal::Later,
+    ) -> Res<Option<ChangePage>> {
+        self.snapshot(move |conn, space| {
+            Box::pin(journal::changes_on(conn, space, since, limit, later))
+        })
+        .await
+    }
+}
+
 impl<C: Dialect> JournalStore for SqlStore<C> {
     async fn enable_journal(&self) -> Res<JournalState> {
         tx::write(&self.pool, &self.space, |conn: &mut C, space| {
@@ -447,29 +463,11 @@ impl<C: Dialect> JournalStore for SqlStore<C> {
     }
 
     async fn changes(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
-        self.snapshot(move |conn, space| {
-            Box::pin(journal::changes_on(
-                conn,
-                space,
-                since,
-                limit,
-                journal::Later::Skip,
-            ))
-        })
-        .await
+        self.journal_page(since, limit, journal::Later::Skip).await
     }
 
     async fn changes_with_later(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
-        self.snapshot(move |conn, space| {
-            Box::pin(journal::changes_on(
-                conn,
-                space,
-                since,
-                limit,
-                journal::Later::Read,
-            ))
-        })
-        .await
+        self.journal_page(since, limit, journal::Later::Read).await
     }
 
     async fn version_of(&self, root: &Hash) -> Res<Option<u64>> {
