@@ -30,20 +30,19 @@
 //!   journal keeps its last `--journal-keep` versions.
 //!
 //! Every `--sample-secs` (60) it appends a row to `soak-<engine>.csv`:
-//! throughput, p50/p99/max per operation, process RSS (one read at the
-//! row, and the mean, least and most of reads every 250 ms in its minute),
-//! the database's size
-//! on disk (tables, indexes, WAL), dead tuples and HOT updates (Postgres,
-//! `pg_stat_user_tables`) or freelist pages (SQLite), rows per live leaf,
-//! and the load average, so a disturbed minute shows. At the end it stops
-//! the load and checks: every acknowledged leaf reads back (and every
-//! deleted one is absent), the follower equals the big tree, every tree
-//! audits clean, every parent leaf matches its child, and each listed leaf
-//! count equals the model's. Then it measures the bytes per live leaf,
-//! runs `--maintain` (an `ms-smt maintain` command line, e.g. the
-//! launcher's), measures again, builds the same leaves fresh in a new
-//! database and measures that. It writes `summary-<engine>.json` and the
-//! curves, `soak-<engine>.svg`.
+//! throughput, p50/p99/max per operation, process RSS (one read at the row,
+//! and the mean, least and most of reads every 250 ms in its minute), the
+//! database's size on disk (tables, indexes, WAL), dead tuples and HOT
+//! updates (Postgres, `pg_stat_user_tables`) or freelist pages (SQLite),
+//! rows per live leaf, and the load average, so a disturbed minute shows.
+//! At the end it stops the load and checks: every acknowledged leaf reads
+//! back (and every deleted one is absent), the follower equals the big
+//! tree, every tree audits clean, every parent leaf matches its child, and
+//! each listed leaf count equals the model's. Then it measures the bytes
+//! per live leaf, runs `--maintain` (an `ms-smt maintain` command line,
+//! e.g. the launcher's), measures again, builds the same leaves fresh in a
+//! new database and measures that. It writes `summary-<engine>.json` and
+//! the curves, `soak-<engine>.svg`.
 //!
 //! ```text
 //! cargo run --release --example soak -- --engine sqlite --db /work/scratch/soak.db --minutes 60 --out out/
