@@ -1020,13 +1020,14 @@ impl RssWindow {
         ratio(self.sum, f64::from(self.reads))
     }
 
-    /// (mean, min, max), NaN when nothing was read.
-    fn figures(&self) -> (f64, f64, f64) {
-        if self.reads == 0 {
-            (f64::NAN, f64::NAN, f64::NAN)
-        } else {
-            (self.mean(), self.min, self.max)
-        }
+    /// The least read, NaN when nothing was read.
+    fn least(&self) -> f64 {
+        if self.reads == 0 { f64::NAN } else { self.min }
+    }
+
+    /// The most read, NaN when nothing was read.
+    fn most(&self) -> f64 {
+        if self.reads == 0 { f64::NAN } else { self.max }
     }
 }
 
@@ -1155,9 +1156,9 @@ impl Sample {
             f(self.committing_share),
             f(self.waiting_share),
             self.recent_nodes.to_string(),
-            f(self.rss_in_minute.figures().0),
-            f(self.rss_in_minute.figures().1),
-            f(self.rss_in_minute.figures().2),
+            f(self.rss_in_minute.mean()),
+            f(self.rss_in_minute.least()),
+            f(self.rss_in_minute.most()),
         ]
         .join(",")
     }
@@ -1794,26 +1795,24 @@ fn summarize(
     let rate = |w: &[&Sample]| mean(w.iter().map(|s| s.leaves_per_s));
     let p99 = |w: &[&Sample]| mean(w.iter().map(|s| s.op("submit").2));
     let rss_mean = |w: &[&Sample]| mean(w.iter().map(|s| s.rss_mb));
-    let rss: Vec<f64> = samples
-        .iter()
-        .filter(|s| s.minute > at(5.0))
-        .map(|s| s.rss_mb)
-        .collect();
-    let (rss_min, rss_max) = rss
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
-    // The same over the minutes' means of their in-minute reads.
-    let (means_min, means_max) = samples
-        .iter()
-        .filter(|s| s.minute > at(5.0))
-        .map(|s| s.rss_in_minute.mean())
-        .filter(|m| m.is_finite())
-        .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
-    let means_spread = if means_min.is_finite() {
-        (means_max - means_min) / means_min
-    } else {
-        f64::NAN
+    // Least, most and spread of a per-minute RSS figure after warm-up.
+    let rss_range = |figure: fn(&Sample) -> f64| {
+        let (min, max) = samples
+            .iter()
+            .filter(|s| s.minute > at(5.0))
+            .map(figure)
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+        let spread = if min.is_finite() {
+            (max - min) / min
+        } else {
+            f64::NAN
+        };
+        (min, max, spread)
     };
+    let (rss_min, rss_max, rss_spread) = rss_range(|s| s.rss_mb);
+    // The same over the minutes' means of their in-minute reads.
+    let (means_min, means_max, means_spread) = rss_range(|s| s.rss_in_minute.mean());
     // Postgres's WAL per acknowledged leaf and checkpoints per minute in a
     // window: full-page images after each checkpoint are what grows.
     let wal_per_leaf = |w: &[&Sample]| -> Option<f64> {
@@ -1874,7 +1873,7 @@ fn summarize(
         "early_rss_mb": rss_mean(&early),
         "last_rss_mb": rss_mean(&last),
         "last_vs_early_rss": rss_mean(&last) / rss_mean(&early),
-        "rss_spread": if rss_min.is_finite() { (rss_max - rss_min) / rss_min } else { f64::NAN },
+        "rss_spread": rss_spread,
         "rss_minute_means_after_warmup_mb": [means_min, means_max],
         "rss_minute_means_spread": means_spread,
         "early_wal_bytes_per_leaf": wal_per_leaf(&early),

@@ -557,11 +557,6 @@ async fn bad_input_gets_a_json_4xx_and_writes_nothing() {
     }
 }
 
-/// A server over a forest with a parent tree: concurrent POSTs to many
-/// child namespaces share the store writer's commits, the parent's root
-/// (served read-only) holds every child's root, and a POST to the parent
-/// is refused with a 403 and writes nothing. The children are created by
-/// an admin first (a write creates no namespace).
 /// A refusal of a request with a body says `Connection: close` (the server
 /// may not have read the body, and then closes the socket), so the client
 /// sends its next request on a new connection: once, the request after a
@@ -629,6 +624,11 @@ async fn a_refusal_with_a_body_closes_its_connection() {
     assert_eq!(response.headers().get(hyper::header::CONNECTION), None);
 }
 
+/// A server over a forest with a parent tree: concurrent POSTs to many
+/// child namespaces share the store writer's commits, the parent's root
+/// (served read-only) holds every child's root, and a POST to the parent
+/// is refused with a 403 and writes nothing. The children are created by
+/// an admin first (a write creates no namespace).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forest_server_keeps_its_parent_in_step() {
     let db = SqliteDb::open("fed-forest").await;

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -506,11 +506,7 @@ async fn gate<C: Dialect>(
     // connection whose body it has not read whole after the answer; saying
     // so (`Connection: close`) keeps a client from sending its next request
     // on that socket (it failed with `IncompleteMessage` after a 413).
-    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
-        || request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0");
+    let has_body = !request.body().is_end_stream();
     let mut response = admit(&shared, request, next).await;
     let status = response.status();
     if has_body && (status.is_client_error() || status.is_server_error()) {

@@ -425,9 +425,7 @@ impl<C: Dialect> SqlStore<C> {
         conn.release();
         Ok(out)
     }
-}
 
-impl<C: Dialect> SqlStore<C> {
     /// A page of the journal from one snapshot, with or without its
     /// later leaves.
     async fn journal_page(
