@@ -32,6 +32,8 @@
 //! Every `--sample-secs` (60) it appends a row to `soak-<engine>.csv`:
 //! throughput, p50/p99/max per operation, process RSS (one read at the row,
 //! and the mean, least and most of reads every 250 ms in its minute), the
+//! live heap (bytes the program holds through Rust's allocator, read with
+//! the RSS: what the allocator keeps beyond it is RSS, not data), the
 //! database's size on disk (tables, indexes, WAL), dead tuples and HOT
 //! updates (Postgres, `pg_stat_user_tables`) or freelist pages (SQLite),
 //! rows per live leaf, and the load average, so a disturbed minute shows.
@@ -57,6 +59,12 @@
 // The summary is one `serde_json::json!` of more keys than the default
 // macro recursion limit takes.
 #![recursion_limit = "256"]
+
+/// Rust's allocator, counted: the live heap beside the RSS tells the
+/// program's data from the free memory the C allocator keeps (arenas not
+/// returned to the system), which RSS alone cannot.
+#[global_allocator]
+static HEAP: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 #[path = "../benches/support/durable.rs"]
 mod durable;
@@ -965,7 +973,9 @@ struct Sample {
     rss_mb: f64,
     /// The mean, least and most of the RSS read every `RSS_EVERY` in the
     /// minute: one read a minute lands anywhere on a saw-tooth of seconds.
-    rss_in_minute: RssWindow,
+    rss_in_minute: MinuteReads,
+    /// The live heap read with each of those RSS reads.
+    heap_in_minute: MinuteReads,
     model_mb: f64,
     /// Nodes the store's memory holds: every tree handle of the forest and
     /// the follower share it (one budget per store).
@@ -986,18 +996,18 @@ struct Sample {
 /// How often the RSS is read within a minute.
 const RSS_EVERY: Duration = Duration::from_millis(250);
 
-/// The RSS reads of one minute.
+/// One figure's reads within a minute (RSS, live heap).
 #[derive(Debug, Clone, Copy)]
-struct RssWindow {
+struct MinuteReads {
     sum: f64,
     reads: u32,
     min: f64,
     max: f64,
 }
 
-impl Default for RssWindow {
+impl Default for MinuteReads {
     fn default() -> Self {
-        RssWindow {
+        MinuteReads {
             sum: 0.0,
             reads: 0,
             min: f64::INFINITY,
@@ -1006,7 +1016,7 @@ impl Default for RssWindow {
     }
 }
 
-impl RssWindow {
+impl MinuteReads {
     fn add(&mut self, mb: f64) {
         if mb.is_finite() {
             self.sum += mb;
@@ -1029,6 +1039,17 @@ impl RssWindow {
     fn most(&self) -> f64 {
         if self.reads == 0 { f64::NAN } else { self.max }
     }
+}
+
+/// The bytes allocated through Rust's allocator and not yet freed, in MB
+/// of 2^20 bytes as the RSS (the C libraries' own allocations, SQLite's
+/// among them, are not in it).
+fn heap_mb() -> f64 {
+    let stats = HEAP.stats();
+    stats
+        .bytes_allocated
+        .saturating_sub(stats.bytes_deallocated) as f64
+        / 1_048_576.0
 }
 
 fn rss_mb() -> f64 {
@@ -1059,7 +1080,7 @@ rss_mb,model_mb,live_leaves,namespaces,strata_rows,rows_per_leaf,history_rows,ch
 version_rows,pins,db_bytes,table_bytes,index_bytes,wal_bytes,bytes_per_leaf,freelist_pages,\
 dead_tuples,hot_share,autovacuums,wal_written_bytes,checkpoints,heap_hit_share,groups,\
 mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes,\
-rss_mean_mb,rss_min_mb,rss_max_mb";
+rss_mean_mb,rss_min_mb,rss_max_mb,heap_mean_mb,heap_min_mb,heap_max_mb";
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -1159,6 +1180,9 @@ impl Sample {
             f(self.rss_in_minute.mean()),
             f(self.rss_in_minute.least()),
             f(self.rss_in_minute.most()),
+            f(self.heap_in_minute.mean()),
+            f(self.heap_in_minute.least()),
+            f(self.heap_in_minute.most()),
         ]
         .join(",")
     }
@@ -1326,7 +1350,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     while started.elapsed() < total {
         let next = started + period * (minute + 1);
         let end = (started + total).min(next);
-        let mut rss_in_minute = RssWindow::default();
+        let mut rss_in_minute = MinuteReads::default();
+        let mut heap_in_minute = MinuteReads::default();
         loop {
             let now = Instant::now();
             if now >= end {
@@ -1334,6 +1359,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             }
             tokio::time::sleep_until((now + RSS_EVERY).min(end).into()).await;
             rss_in_minute.add(rss_mb());
+            heap_in_minute.add(heap_mb());
         }
         minute += 1;
         let now = Instant::now();
@@ -1390,6 +1416,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             ops,
             rss_mb: rss_mb(),
             rss_in_minute,
+            heap_in_minute,
             model_mb: f64::NAN,
             recent_nodes: follower_tree.store().recent_len() as u64,
             wal_written: delta(db.wal_lsn, before_db.wal_lsn),
@@ -1409,10 +1436,11 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         let (_, s50, s99, _) = sample.op("submit");
         eprintln!(
             "soak: [{minute:>3}] {:>7.0} leaves/s, submit p50 {s50:.1} / p99 {s99:.1} ms, \
-             RSS {:.0} MB, {:.1} MB ({:.0} B/leaf, {:.2} rows/leaf), WAL {:.1} MB, load {load1:.2}, \
+             RSS {:.0} MB (live heap {:.0} MB), {:.1} MB ({:.0} B/leaf, {:.2} rows/leaf), WAL {:.1} MB, load {load1:.2}, \
              errors {}",
             sample.leaves_per_s,
             sample.rss_mb,
+            sample.heap_in_minute.mean(),
             db.db_bytes as f64 / 1e6,
             sample.bytes_per_leaf(),
             sample.rows_per_leaf(),
@@ -1795,14 +1823,17 @@ fn summarize(
     let rate = |w: &[&Sample]| mean(w.iter().map(|s| s.leaves_per_s));
     let p99 = |w: &[&Sample]| mean(w.iter().map(|s| s.op("submit").2));
     let rss_mean = |w: &[&Sample]| mean(w.iter().map(|s| s.rss_mb));
-    // Least, most and spread of a per-minute RSS figure after warm-up.
-    let rss_range = |figure: fn(&Sample) -> f64| {
-        let (min, max) = samples
+    // Least, most and spread of per-minute memory figures after warm-up:
+    // the least of `low`, the most of `high`.
+    let range = |low: fn(&Sample) -> f64, high: fn(&Sample) -> f64| {
+        let after: Vec<&Sample> = samples.iter().filter(|s| s.minute > at(5.0)).collect();
+        let least = |v: f64| if v.is_finite() { v } else { f64::INFINITY };
+        let most = |v: f64| if v.is_finite() { v } else { 0.0 };
+        let min = after
             .iter()
-            .filter(|s| s.minute > at(5.0))
-            .map(figure)
-            .filter(|v| v.is_finite())
-            .fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+            .map(|s| least(low(s)))
+            .fold(f64::INFINITY, f64::min);
+        let max = after.iter().map(|s| most(high(s))).fold(0.0f64, f64::max);
         let spread = if min.is_finite() {
             (max - min) / min
         } else {
@@ -1810,9 +1841,16 @@ fn summarize(
         };
         (min, max, spread)
     };
-    let (rss_min, rss_max, rss_spread) = rss_range(|s| s.rss_mb);
-    // The same over the minutes' means of their in-minute reads.
-    let (means_min, means_max, means_spread) = rss_range(|s| s.rss_in_minute.mean());
+    let (rss_min, rss_max, rss_spread) = range(|s| s.rss_mb, |s| s.rss_mb);
+    // The same over the minutes' means of their in-minute reads, over every
+    // in-minute read, and the live heap's.
+    let mean_of = |s: &Sample| s.rss_in_minute.mean();
+    let (means_min, means_max, means_spread) = range(mean_of, mean_of);
+    let (reads_min, reads_max, reads_spread) =
+        range(|s| s.rss_in_minute.least(), |s| s.rss_in_minute.most());
+    let heap_of = |s: &Sample| s.heap_in_minute.mean();
+    let (heap_means_min, heap_means_max, heap_means_spread) = range(heap_of, heap_of);
+    let (heap_min, heap_max, _) = range(|s| s.heap_in_minute.least(), |s| s.heap_in_minute.most());
     // Postgres's WAL per acknowledged leaf and checkpoints per minute in a
     // window: full-page images after each checkpoint are what grows.
     let wal_per_leaf = |w: &[&Sample]| -> Option<f64> {
@@ -1854,6 +1892,11 @@ fn summarize(
     serde_json::json!({
         "engine": args.engine,
         "args": format!("{args:?}"),
+        // glibc's allocator settings from the environment (`MALLOC_*`):
+        // they move the RSS, not the program's data.
+        "malloc_env": std::env::vars()
+            .filter(|(k, _)| k.starts_with("MALLOC_"))
+            .collect::<BTreeMap<_, _>>(),
         "minutes": args.minutes,
         "load_secs": load_secs,
         "leaves": w.leaves,
@@ -1876,6 +1919,11 @@ fn summarize(
         "rss_spread": rss_spread,
         "rss_minute_means_after_warmup_mb": [means_min, means_max],
         "rss_minute_means_spread": means_spread,
+        "rss_reads_after_warmup_mb": [reads_min, reads_max],
+        "rss_reads_spread": reads_spread,
+        "heap_minute_means_after_warmup_mb": [heap_means_min, heap_means_max],
+        "heap_minute_means_spread": heap_means_spread,
+        "heap_reads_after_warmup_mb": [heap_min, heap_max],
         "early_wal_bytes_per_leaf": wal_per_leaf(&early),
         "last_wal_bytes_per_leaf": wal_per_leaf(&last),
         "early_checkpoints_per_min": checkpoints_per_min(early_from, early_to),
@@ -1985,6 +2033,11 @@ fn plot(path: &Path, engine: &str, samples: &[Sample], short_rate: Option<f64>) 
                     "RSS, mean of the minute's reads",
                     xs(&|s| s.rss_in_minute.mean()),
                     RGBColor(200, 120, 40),
+                ),
+                (
+                    "live heap (Rust's allocator), mean of the minute's reads",
+                    xs(&|s| s.heap_in_minute.mean()),
+                    GREEN,
                 ),
             ],
         ),

@@ -30,6 +30,10 @@
 #                       $'shared_buffers = 6GB\nmax_wal_size = 16GB\ncheckpoint_timeout = 15min'
 #                       (its advice under sustained writes; default: none)
 #   CARGO_TARGET_DIR    as cargo takes it
+#   MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_
+#                       glibc's allocator settings pass through to the
+#                       harness (README, "Running it for months": memory);
+#                       the summary lists them under "malloc_env"
 #
 # The short run's rate is its acknowledged leaves over its load time; the
 # long run reports its own rate against it (`rate_vs_short` in
