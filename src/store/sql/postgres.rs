@@ -202,11 +202,23 @@ impl PostgresStore {
     /// server (or a failover behind a proxy) no call fails on a connection
     /// the pool held across it. Connections in steady use are not checked,
     /// so a loaded store pays no extra round trip.
+    ///
+    /// A connection gives its buffers back when it returns to the pool
+    /// (`shrink_buffers`): they grow to the largest message it carried (a
+    /// batch of 50,000 leaves), and without this each pooled connection
+    /// kept that size until sqlx replaced it (30 minutes; BENCHMARKS.md,
+    /// "What the RSS holds"). On a host's pool this is the host's choice.
     pub async fn connect(url: &str) -> Res<Self> {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .test_before_acquire(false)
             .before_acquire(|conn, meta| Box::pin(check_idle(conn, meta)))
+            .after_release(|conn, _meta| {
+                Box::pin(async move {
+                    conn.shrink_buffers();
+                    Ok(true)
+                })
+            })
             .max_connections(16)
             .connect_with(options.options([("jit", "off")]))
             .await?;
