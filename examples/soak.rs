@@ -993,7 +993,7 @@ struct Sample {
     heap_hit_share: Option<f64>,
 }
 
-/// How often the RSS is read within a minute.
+/// How often the RSS and the live heap are read within a minute.
 const RSS_EVERY: Duration = Duration::from_millis(250);
 
 /// One figure's reads within a minute (RSS, live heap).

@@ -214,10 +214,8 @@ impl PostgresStore {
             .test_before_acquire(false)
             .before_acquire(|conn, meta| Box::pin(check_idle(conn, meta)))
             .after_release(|conn, _meta| {
-                Box::pin(async move {
-                    conn.shrink_buffers();
-                    Ok(true)
-                })
+                conn.shrink_buffers();
+                Box::pin(std::future::ready(Ok(true)))
             })
             .max_connections(16)
             .connect_with(options.options([("jit", "off")]))
