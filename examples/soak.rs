@@ -36,7 +36,11 @@
 //! the RSS: what the allocator keeps beyond it is RSS, not data), the
 //! database's size on disk (tables, indexes, WAL), dead tuples and HOT
 //! updates (Postgres, `pg_stat_user_tables`) or freelist pages (SQLite),
-//! rows per live leaf, and the load average, so a disturbed minute shows.
+//! rows per live leaf, and the load average, so a disturbed minute shows;
+//! and what separates the machine from the work: the process's CPU time per
+//! leaf, its threads' waits for a CPU, and the time of a fixed CPU probe
+//! (a run whose rate falls with the probe's time unchanged slowed by its
+//! own work; one whose probe slowed with it, by the machine).
 //! At the end it stops the load and checks: every acknowledged leaf reads
 //! back (and every deleted one is absent), the follower equals the big
 //! tree, every tree audits clean, every parent leaf matches its child, and
@@ -991,6 +995,18 @@ struct Sample {
     wal_written: Option<i64>,
     hot_share: Option<f64>,
     heap_hit_share: Option<f64>,
+    /// The process's CPU time (all threads, user and system) per
+    /// acknowledged leaf in the minute, in ms: the work a leaf costs this
+    /// process, whatever the machine's speed (the database server's own
+    /// processes are not in it).
+    cpu_ms_per_leaf: f64,
+    /// Seconds this process's live threads waited for a CPU per second of
+    /// the minute (`/proc/self/task/*/schedstat`; threads that ended within
+    /// the minute are not counted): how crowded the CPUs were.
+    run_queue_wait: f64,
+    /// The time of `machine_probe` at the minute's end, in ms: fixed work,
+    /// so its change over a run is the machine's speed, not the tree's.
+    probe_ms: f64,
 }
 
 /// How often the RSS and the live heap are read within a minute.
@@ -1064,6 +1080,60 @@ fn rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// The process's CPU time so far (every thread, ended ones included, user
+/// and system), in seconds: fields 14 and 15 of `/proc/self/stat`, in the
+/// kernel's fixed user-visible tick of 1/100 s.
+fn cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may hold spaces; fields after it
+            // start at the state, field 3.
+            let rest = &s[s.rfind(')')? + 1..];
+            let mut it = rest.split_whitespace().skip(11);
+            let utime: f64 = it.next()?.parse().ok()?;
+            let stime: f64 = it.next()?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// The seconds this process's live threads have waited on a run queue,
+/// summed (the second field of each `/proc/self/task/*/schedstat`).
+fn run_queue_wait_secs() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    let mut ns = 0u64;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    ns as f64 / 1e9
+}
+
+/// Fixed CPU work, timed: 100,000 chained SHA-256 digests of 32 bytes (each
+/// the input of the next, so none can be skipped), five times; the least of
+/// the five, in ms. The least leaves out most waits for a CPU (those are in
+/// `run_queue_wait`), so what is left is the CPU's own speed.
+fn machine_probe() -> f64 {
+    (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            let mut digest = [0u8; 32];
+            for _ in 0..100_000 {
+                digest = Sha256::digest(digest).into();
+            }
+            std::hint::black_box(digest);
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn loadavg() -> (f64, f64) {
     let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut it = text
@@ -1080,7 +1150,8 @@ rss_mb,model_mb,live_leaves,namespaces,strata_rows,rows_per_leaf,history_rows,ch
 version_rows,pins,db_bytes,table_bytes,index_bytes,wal_bytes,bytes_per_leaf,freelist_pages,\
 dead_tuples,hot_share,autovacuums,wal_written_bytes,checkpoints,heap_hit_share,groups,\
 mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes,\
-rss_mean_mb,rss_min_mb,rss_max_mb,heap_mean_mb,heap_min_mb,heap_max_mb";
+rss_mean_mb,rss_min_mb,rss_max_mb,heap_mean_mb,heap_min_mb,heap_max_mb,\
+cpu_ms_per_leaf,run_queue_wait,probe_ms";
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -1183,6 +1254,9 @@ impl Sample {
             f(self.heap_in_minute.mean()),
             f(self.heap_in_minute.least()),
             f(self.heap_in_minute.most()),
+            f(self.cpu_ms_per_leaf),
+            f(self.run_queue_wait),
+            f(self.probe_ms),
         ]
         .join(",")
     }
@@ -1346,6 +1420,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     let mut before_errors = 0u64;
     let mut before_fallbacks = 0u64;
     let mut before_pruned = 0u64;
+    let mut before_cpu = cpu_secs();
+    let mut before_wait = run_queue_wait_secs();
     let mut minute = 0u32;
     while started.elapsed() < total {
         let next = started + period * (minute + 1);
@@ -1388,6 +1464,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         let fallbacks = ctx.follow_fallbacks.load(Ordering::Relaxed);
         let pruned = ctx.pruned_rows.load(Ordering::Relaxed);
         let (load1, load5) = loadavg();
+        let (cpu, wait) = (cpu_secs(), run_queue_wait_secs());
+        let probe_ms = tokio::task::spawn_blocking(machine_probe).await?;
         let groups = w.groups - before_w.groups;
         let leaves = w.leaves - before_w.leaves;
         let share = |a: Duration, b: Duration| (a - b).as_secs_f64() / secs;
@@ -1430,6 +1508,9 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             waiting_share: share(w.waiting, before_w.waiting),
             follow_fallbacks: fallbacks - before_fallbacks,
             pruned_rows: pruned - before_pruned,
+            cpu_ms_per_leaf: ratio((cpu - before_cpu) * 1000.0, leaves as f64),
+            run_queue_wait: (wait - before_wait) / secs,
+            probe_ms,
         };
         writeln!(csv, "{}", sample.csv())?;
         csv.flush()?;
@@ -1437,7 +1518,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         eprintln!(
             "soak: [{minute:>3}] {:>7.0} leaves/s, submit p50 {s50:.1} / p99 {s99:.1} ms, \
              RSS {:.0} MB (live heap {:.0} MB), {:.1} MB ({:.0} B/leaf, {:.2} rows/leaf), WAL {:.1} MB, load {load1:.2}, \
-             errors {}",
+             probe {:.0} ms, CPU {:.2} ms/leaf, errors {}",
             sample.leaves_per_s,
             sample.rss_mb,
             sample.heap_in_minute.mean(),
@@ -1445,6 +1526,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             sample.bytes_per_leaf(),
             sample.rows_per_leaf(),
             db.wal_bytes as f64 / 1e6,
+            sample.probe_ms,
+            sample.cpu_ms_per_leaf,
             errors
         );
         samples.push(sample);
@@ -1455,6 +1538,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         before_errors = errors;
         before_fallbacks = fallbacks;
         before_pruned = pruned;
+        before_cpu = cpu;
+        before_wait = wait;
     }
     let load_secs = started.elapsed().as_secs_f64();
     let writer_stats = writer.stats();
@@ -1823,6 +1908,9 @@ fn summarize(
     let rate = |w: &[&Sample]| mean(w.iter().map(|s| s.leaves_per_s));
     let p99 = |w: &[&Sample]| mean(w.iter().map(|s| s.op("submit").2));
     let rss_mean = |w: &[&Sample]| mean(w.iter().map(|s| s.rss_mb));
+    let cpu_per_leaf = |w: &[&Sample]| mean(w.iter().map(|s| s.cpu_ms_per_leaf));
+    let run_wait = |w: &[&Sample]| mean(w.iter().map(|s| s.run_queue_wait));
+    let probe = |w: &[&Sample]| mean(w.iter().map(|s| s.probe_ms));
     // Least, most and spread of per-minute memory figures after warm-up:
     // the least of `low`, the most of `high`.
     let range = |low: fn(&Sample) -> f64, high: fn(&Sample) -> f64| {
@@ -1912,6 +2000,12 @@ fn summarize(
         "early_submit_p99_ms": p99(&early),
         "last_submit_p99_ms": p99(&last),
         "last_vs_early_p99": p99(&last) / p99(&early),
+        "early_cpu_ms_per_leaf": cpu_per_leaf(&early),
+        "last_vs_early_cpu_per_leaf": cpu_per_leaf(&last) / cpu_per_leaf(&early),
+        "early_run_queue_wait": run_wait(&early),
+        "last_run_queue_wait": run_wait(&last),
+        "early_probe_ms": probe(&early),
+        "last_vs_early_probe": probe(&last) / probe(&early),
         "rss_after_warmup_mb": [rss_min, rss_max],
         "early_rss_mb": rss_mean(&early),
         "last_rss_mb": rss_mean(&last),
