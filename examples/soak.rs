@@ -1098,21 +1098,30 @@ fn cpu_secs() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The seconds this process's live threads have waited on a run queue,
-/// summed (the second field of each `/proc/self/task/*/schedstat`).
-fn run_queue_wait_secs() -> f64 {
+/// Each live thread's wait on a run queue so far, in ns, by thread id (the
+/// second field of `/proc/self/task/<tid>/schedstat`).
+fn run_queue_waits() -> BTreeMap<u64, u64> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return f64::NAN;
+        return BTreeMap::new();
     };
-    let mut ns = 0u64;
-    for task in tasks.flatten() {
-        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-        ns += stat
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-    }
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let tid = task.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            Some((tid, stat.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The seconds the live threads of `now` waited since `before`: a thread
+/// new since then counts from its start, one that ended is left out (so a
+/// thread's exit never makes the figure negative).
+fn run_queue_wait_since(before: &BTreeMap<u64, u64>, now: &BTreeMap<u64, u64>) -> f64 {
+    let ns: u64 = now
+        .iter()
+        .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
     ns as f64 / 1e9
 }
 
@@ -1421,7 +1430,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     let mut before_fallbacks = 0u64;
     let mut before_pruned = 0u64;
     let mut before_cpu = cpu_secs();
-    let mut before_wait = run_queue_wait_secs();
+    let mut before_wait = run_queue_waits();
     let mut minute = 0u32;
     while started.elapsed() < total {
         let next = started + period * (minute + 1);
@@ -1464,7 +1473,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         let fallbacks = ctx.follow_fallbacks.load(Ordering::Relaxed);
         let pruned = ctx.pruned_rows.load(Ordering::Relaxed);
         let (load1, load5) = loadavg();
-        let (cpu, wait) = (cpu_secs(), run_queue_wait_secs());
+        let (cpu, wait) = (cpu_secs(), run_queue_waits());
         let probe_ms = tokio::task::spawn_blocking(machine_probe).await?;
         let groups = w.groups - before_w.groups;
         let leaves = w.leaves - before_w.leaves;
@@ -1509,7 +1518,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             follow_fallbacks: fallbacks - before_fallbacks,
             pruned_rows: pruned - before_pruned,
             cpu_ms_per_leaf: ratio((cpu - before_cpu) * 1000.0, leaves as f64),
-            run_queue_wait: (wait - before_wait) / secs,
+            run_queue_wait: run_queue_wait_since(&before_wait, &wait) / secs,
             probe_ms,
         };
         writeln!(csv, "{}", sample.csv())?;
