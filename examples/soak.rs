@@ -1547,8 +1547,10 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         before_errors = errors;
         before_fallbacks = fallbacks;
         before_pruned = pruned;
-        before_cpu = cpu;
-        before_wait = wait;
+        // Read again after the probe, so its own CPU and waits are in no
+        // minute's figures.
+        before_cpu = cpu_secs();
+        before_wait = run_queue_waits();
     }
     let load_secs = started.elapsed().as_secs_f64();
     let writer_stats = writer.stats();
