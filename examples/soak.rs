@@ -135,6 +135,7 @@ struct Args {
     cli: Option<PathBuf>,
     fresh: bool,
     pg_strata: Option<String>,
+    sqlite_pragmas: Vec<(String, String)>,
     dbstat_every: u32,
 }
 
@@ -143,7 +144,7 @@ const USAGE: &str = "flags: --engine sqlite|postgres --db FILE --pg-url URL --mi
 --big-initial N --small-initial N --readers N --proof-rate R --page-rate R --follow-every S \
 --pin-every S --pin-hold S --prune-every S --journal-keep N --sample-secs S --seed N \
 --short-rate LEAVES_PER_S --maintain 'ARGS' --cli PATH --fresh yes|no \
---pg-strata 'fillfactor=90,...' --dbstat-every N";
+--pg-strata 'fillfactor=90,...' --sqlite-pragma 'cache_size=-65536,...' --dbstat-every N";
 
 fn parse_args() -> Res<Args> {
     let mut a = Args {
@@ -174,6 +175,7 @@ fn parse_args() -> Res<Args> {
         cli: None,
         fresh: true,
         pg_strata: None,
+        sqlite_pragmas: Vec::new(),
         dbstat_every: 10,
     };
     let mut it = std::env::args().skip(1);
@@ -221,6 +223,24 @@ fn parse_args() -> Res<Args> {
             "--cli" => a.cli = Some(value.into()),
             "--fresh" => a.fresh = value == "yes",
             "--pg-strata" => a.pg_strata = Some(value),
+            "--sqlite-pragma" => {
+                for pair in value.split(',') {
+                    let (name, v) = pair
+                        .split_once('=')
+                        .ok_or("--sqlite-pragma takes name=value pairs separated by commas")?;
+                    let ok = |t: &str| {
+                        !t.is_empty()
+                            && t.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                    };
+                    if !ok(name) || !ok(v) {
+                        return Err(
+                            "--sqlite-pragma takes name=value pairs separated by commas".into()
+                        );
+                    }
+                    a.sqlite_pragmas.push((name.to_owned(), v.to_owned()));
+                }
+            }
             "--dbstat-every" => a.dbstat_every = num(&value)? as u32,
             _ => return Err(format!("unknown flag {flag} ({USAGE})").into()),
         }
@@ -1007,6 +1027,12 @@ struct Sample {
     /// The time of `machine_probe` at the minute's end, in ms: fixed work,
     /// so its change over a run is the machine's speed, not the tree's.
     probe_ms: f64,
+    /// ns per dependent load over 32 MB (`memory_probe`, in a child
+    /// process): the memory's speed as this machine gives it now.
+    mem_ns: f64,
+    /// µs per 2 KiB `pread` of a page-cached file (`memory_probe`): what
+    /// the kernel's copy out of the page cache costs now.
+    pread_us: f64,
 }
 
 /// How often the RSS and the live heap are read within a minute.
@@ -1143,6 +1169,78 @@ fn machine_probe() -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The file `memory_probe` reads: 32 MiB, written once per run.
+const PREAD_FILE_BYTES: usize = 32 << 20;
+
+/// The flag that makes this executable the memory probe's child.
+const MEMORY_PROBE_FLAG: &str = "--memory-probe";
+
+/// The memory and the kernel's copies, timed in a child process (so the
+/// probe's 32 MB is never in this process's RSS): the child prints
+/// `mem_ns pread_us` ([`memory_probe_child`]). NaN when it fails.
+fn memory_probe(file: &Path) -> (f64, f64) {
+    let out = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .arg(MEMORY_PROBE_FLAG)
+            .arg(file)
+            .output()
+    });
+    let text = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => return (f64::NAN, f64::NAN),
+    };
+    let mut it = text
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(f64::NAN));
+    (it.next().unwrap_or(f64::NAN), it.next().unwrap_or(f64::NAN))
+}
+
+/// The child's side of [`memory_probe`]: 1,000,000 dependent loads over a
+/// 32 MB array (each index the value of the last, in the order of a
+/// full-period linear congruential step, so no prefetcher can run ahead),
+/// and 20,000 `pread`s of 2 KiB at pseudo-random page offsets of `file`
+/// (in the page cache after the first pass); each three times, the least,
+/// as ns per load and µs per read.
+fn memory_probe_child(file: &Path) -> Res<(f64, f64)> {
+    use std::os::unix::fs::FileExt;
+    const SLOTS: usize = 8 << 20; // u32 each: 32 MB
+    // Hull-Dobell: c odd, a - 1 divisible by 4, so the step visits every
+    // slot of the power-of-two array once per cycle.
+    let step = |i: usize| (i.wrapping_mul(1_103_515_245).wrapping_add(12_345)) & (SLOTS - 1);
+    let next: Vec<u32> = (0..SLOTS).map(|i| step(i) as u32).collect();
+    let loads = 1_000_000u32;
+    let mem_ns = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let mut at = 0usize;
+            for _ in 0..loads {
+                at = next[at] as usize;
+            }
+            std::hint::black_box(at);
+            started.elapsed().as_secs_f64() * 1e9 / f64::from(loads)
+        })
+        .fold(f64::INFINITY, f64::min);
+    drop(next);
+    let f = std::fs::File::open(file)?;
+    let pages = (PREAD_FILE_BYTES / 2048) as u64;
+    let mut buf = [0u8; 2048];
+    let reads = 20_000u64;
+    let mut pread_us = f64::INFINITY;
+    for pass in 0..4 {
+        let started = Instant::now();
+        for r in 0..reads {
+            let page = (r.wrapping_mul(2_654_435_761)) % pages;
+            f.read_exact_at(&mut buf, page * 2048)?;
+        }
+        std::hint::black_box(&buf);
+        // The first pass brings the file into the page cache.
+        if pass > 0 {
+            pread_us = pread_us.min(started.elapsed().as_secs_f64() * 1e6 / reads as f64);
+        }
+    }
+    Ok((mem_ns, pread_us))
+}
+
 fn loadavg() -> (f64, f64) {
     let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut it = text
@@ -1160,7 +1258,7 @@ version_rows,pins,db_bytes,table_bytes,index_bytes,wal_bytes,bytes_per_leaf,free
 dead_tuples,hot_share,autovacuums,wal_written_bytes,checkpoints,heap_hit_share,groups,\
 mean_group_leaves,planning_share,committing_share,waiting_share,recent_nodes,\
 rss_mean_mb,rss_min_mb,rss_max_mb,heap_mean_mb,heap_min_mb,heap_max_mb,\
-cpu_ms_per_leaf,run_queue_wait,probe_ms";
+cpu_ms_per_leaf,run_queue_wait,probe_ms,mem_ns,pread_us";
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -1266,6 +1364,8 @@ impl Sample {
             f(self.cpu_ms_per_leaf),
             f(self.run_queue_wait),
             f(self.probe_ms),
+            f(self.mem_ns),
+            f(self.pread_us),
         ]
         .join(",")
     }
@@ -1429,6 +1529,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     let mut before_errors = 0u64;
     let mut before_fallbacks = 0u64;
     let mut before_pruned = 0u64;
+    let pread_file = args.out.join("memory-probe.bin");
+    std::fs::write(&pread_file, vec![0x5au8; PREAD_FILE_BYTES])?;
     let mut before_cpu = cpu_secs();
     let mut before_wait = run_queue_waits();
     let mut minute = 0u32;
@@ -1475,6 +1577,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         let (load1, load5) = loadavg();
         let (cpu, wait) = (cpu_secs(), run_queue_waits());
         let probe_ms = tokio::task::spawn_blocking(machine_probe).await?;
+        let file = pread_file.clone();
+        let (mem_ns, pread_us) = tokio::task::spawn_blocking(move || memory_probe(&file)).await?;
         let groups = w.groups - before_w.groups;
         let leaves = w.leaves - before_w.leaves;
         let share = |a: Duration, b: Duration| (a - b).as_secs_f64() / secs;
@@ -1520,6 +1624,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             cpu_ms_per_leaf: ratio((cpu - before_cpu) * 1000.0, leaves as f64),
             run_queue_wait: run_queue_wait_since(&before_wait, &wait) / secs,
             probe_ms,
+            mem_ns,
+            pread_us,
         };
         writeln!(csv, "{}", sample.csv())?;
         csv.flush()?;
@@ -1527,7 +1633,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
         eprintln!(
             "soak: [{minute:>3}] {:>7.0} leaves/s, submit p50 {s50:.1} / p99 {s99:.1} ms, \
              RSS {:.0} MB (live heap {:.0} MB), {:.1} MB ({:.0} B/leaf, {:.2} rows/leaf), WAL {:.1} MB, load {load1:.2}, \
-             probe {:.0} ms, CPU {:.2} ms/leaf, errors {}",
+             probe {:.0} ms, mem {:.0} ns, pread {:.2} us, CPU {:.2} ms/leaf, errors {}",
             sample.leaves_per_s,
             sample.rss_mb,
             sample.heap_in_minute.mean(),
@@ -1536,6 +1642,8 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
             sample.rows_per_leaf(),
             db.wal_bytes as f64 / 1e6,
             sample.probe_ms,
+            sample.mem_ns,
+            sample.pread_us,
             sample.cpu_ms_per_leaf,
             errors
         );
@@ -1554,6 +1662,7 @@ async fn run<S: Store>(args: Args, store: S, probe: Probe, spec: String) -> Res<
     }
     let load_secs = started.elapsed().as_secs_f64();
     let writer_stats = writer.stats();
+    std::fs::remove_file(&pread_file)?;
 
     // Stop: the readers and the rest, then the submitters, then the writer.
     ctx.stop.store(true, Ordering::Relaxed);
@@ -1779,13 +1888,23 @@ struct Fresh {
     build_secs: f64,
 }
 
+/// The crate's recommended SQLite options with the run's `--sqlite-pragma`
+/// settings over them (a later value of a pragma replaces the earlier one).
+fn sqlite_options(args: &Args, path: &Path) -> sqlx::sqlite::SqliteConnectOptions {
+    args.sqlite_pragmas
+        .iter()
+        .fold(SqliteStore::connect_options(path), |o, (name, value)| {
+            o.pragma(name.clone(), value.clone())
+        })
+}
+
 async fn fresh_build(args: &Args, models: &[TaskModel], probe: &Probe) -> Res<Fresh> {
     let started = Instant::now();
     match probe {
         Probe::Sqlite { path, .. } => {
             let fresh = with_suffix(path, "-fresh");
             remove_sqlite(&fresh);
-            let store = SqliteStore::open(&fresh).await?;
+            let store = SqliteStore::open_with(sqlite_options(args, &fresh)).await?;
             fill_fresh(args, models, &store).await?;
             store.pool().close().await;
             let pool = probe_pool_sqlite(&fresh).await?;
@@ -1922,6 +2041,8 @@ fn summarize(
     let cpu_per_leaf = |w: &[&Sample]| mean(w.iter().map(|s| s.cpu_ms_per_leaf));
     let run_wait = |w: &[&Sample]| mean(w.iter().map(|s| s.run_queue_wait));
     let probe = |w: &[&Sample]| mean(w.iter().map(|s| s.probe_ms));
+    let mem_ns = |w: &[&Sample]| mean(w.iter().map(|s| s.mem_ns));
+    let pread_us = |w: &[&Sample]| mean(w.iter().map(|s| s.pread_us));
     // Least, most and spread of per-minute memory figures after warm-up:
     // the least of `low`, the most of `high`.
     let range = |low: fn(&Sample) -> f64, high: fn(&Sample) -> f64| {
@@ -2017,6 +2138,12 @@ fn summarize(
         "last_run_queue_wait": run_wait(&last),
         "early_probe_ms": probe(&early),
         "last_vs_early_probe": probe(&last) / probe(&early),
+        "early_mem_ns": mem_ns(&early),
+        "last_mem_ns": mem_ns(&last),
+        "last_vs_early_mem_ns": mem_ns(&last) / mem_ns(&early),
+        "early_pread_us": pread_us(&early),
+        "last_pread_us": pread_us(&last),
+        "last_vs_early_pread_us": pread_us(&last) / pread_us(&early),
         "rss_after_warmup_mb": [rss_min, rss_max],
         "early_rss_mb": rss_mean(&early),
         "last_rss_mb": rss_mean(&last),
@@ -2223,6 +2350,13 @@ fn plot(path: &Path, engine: &str, samples: &[Sample], short_rate: Option<f64>) 
 // ---------------------------------------------------------------------------
 
 fn main() -> Res<()> {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some(MEMORY_PROBE_FLAG) {
+        let file = argv.next().ok_or("--memory-probe needs a file")?;
+        let (mem_ns, pread_us) = memory_probe_child(Path::new(&file))?;
+        println!("{mem_ns} {pread_us}");
+        return Ok(());
+    }
     let args = parse_args()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -2236,7 +2370,7 @@ fn main() -> Res<()> {
                 if let Some(dir) = args.db.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                let store = SqliteStore::open(&args.db).await?;
+                let store = SqliteStore::open_with(sqlite_options(&args, &args.db)).await?;
                 let pool = probe_pool_sqlite(&args.db).await?;
                 let probe = Probe::Sqlite {
                     path: args.db.clone(),
