@@ -38,9 +38,13 @@
 //! updates (Postgres, `pg_stat_user_tables`) or freelist pages (SQLite),
 //! rows per live leaf, and the load average, so a disturbed minute shows;
 //! and what separates the machine from the work: the process's CPU time per
-//! leaf, its threads' waits for a CPU, and the time of a fixed CPU probe
-//! (a run whose rate falls with the probe's time unchanged slowed by its
-//! own work; one whose probe slowed with it, by the machine).
+//! leaf, its threads' waits for a CPU, the time of a fixed CPU probe, and,
+//! timed in a child process (so their memory is in no RSS figure), a chain
+//! of dependent loads over 32 MB and 2 KiB `pread`s of a page-cached file.
+//! The compute probe alone does not see a neighbour slowing the memory or
+//! the kernel's copies (BENCHMARKS.md: minute to minute the memory probe
+//! moved ~2× while the compute probe held): a run whose rate falls with
+//! all three probes unchanged slowed by its own work.
 //! At the end it stops the load and checks: every acknowledged leaf reads
 //! back (and every deleted one is absent), the follower equals the big
 //! tree, every tree audits clean, every parent leaf matches its child, and
