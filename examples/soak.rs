@@ -150,6 +150,14 @@ const USAGE: &str = "flags: --engine sqlite|postgres --db FILE --pg-url URL --mi
 --short-rate LEAVES_PER_S --maintain 'ARGS' --cli PATH --fresh yes|no \
 --pg-strata 'fillfactor=90,...' --sqlite-pragma 'cache_size=-65536,...' --dbstat-every N";
 
+/// True when `s` holds only ASCII letters, digits and `extra`: a flag's
+/// value that goes into SQL text (table settings, pragmas) can carry
+/// nothing else.
+fn plain(s: &str, extra: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+}
+
 fn parse_args() -> Res<Args> {
     let mut a = Args {
         engine: "sqlite".into(),
@@ -231,17 +239,10 @@ fn parse_args() -> Res<Args> {
                 for pair in value.split(',') {
                     let (name, v) = pair
                         .split_once('=')
+                        .filter(|(name, v)| {
+                            !name.is_empty() && !v.is_empty() && plain(name, "_-") && plain(v, "_-")
+                        })
                         .ok_or("--sqlite-pragma takes name=value pairs separated by commas")?;
-                    let ok = |t: &str| {
-                        !t.is_empty()
-                            && t.chars()
-                                .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
-                    };
-                    if !ok(name) || !ok(v) {
-                        return Err(
-                            "--sqlite-pragma takes name=value pairs separated by commas".into()
-                        );
-                    }
                     a.sqlite_pragmas.push((name.to_owned(), v.to_owned()));
                 }
             }
@@ -256,9 +257,7 @@ fn parse_args() -> Res<Args> {
         return Err("--big-share must be in [0, 1] (1 without small trees)".into());
     }
     if let Some(s) = &a.pg_strata
-        && !s
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_=,.".contains(c))
+        && !plain(s, "_=,.")
     {
         return Err("--pg-strata takes name=value pairs separated by commas".into());
     }
