@@ -41,5 +41,7 @@ mod read;
 pub(crate) use entry::{Entry, TreeId};
 pub(crate) use judge::{Ending, may_have_raced};
 pub(crate) use plan::{GroupPlan, Want, Writes, closure, nested_proofs};
-pub(crate) use policy::{EXCLUSIVE_AFTER, Failure, Job, Policy, Tally, backoff, write};
+#[cfg(feature = "test-utils")]
+pub(crate) use policy::EXCLUSIVE_AFTER;
+pub(crate) use policy::{Failure, Job, Policy, Tally, backoff, write};
 pub(crate) use read::{Unplanned, is_noop, overlay_of, read_and_plan, read_trees};
