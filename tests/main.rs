@@ -20,6 +20,7 @@ mod props;
 
 mod ambiguous;
 mod audit;
+mod caller_transaction_send;
 mod cancellation;
 mod changes;
 #[cfg(all(feature = "cli", feature = "sqlite", feature = "postgres"))]

@@ -2,6 +2,8 @@
 //! fallback to the store's write lock after a few, and the wait for a
 //! store that went out of reach.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use tracing::Span;
@@ -193,7 +195,15 @@ async fn try_once<S: ForestStore>(
         let trees: Vec<&S::Tree> = order.iter().map(|e| &e.store).collect();
         let attempt = Attempt { job, phases, tally };
         let span = tracing::trace_span!(target: "ms_smt", "write_locked", trees = trees.len());
-        let locked = tracing::Instrument::instrument(store.locked(&trees, attempt), span).await;
+        // Boxed as a `Send` future here, where `S` is generic: a caller's
+        // future that holds the store's opaque `locked` future would make
+        // the compiler prove that future's bounds again for every lifetime
+        // of the store's type when it checks the caller for `Send`, which a
+        // store borrowing the caller's transaction cannot satisfy
+        // (rust-lang/rust#110338). The locked path is the rare one.
+        let locked: Pin<Box<dyn Future<Output = _> + Send + '_>> =
+            Box::pin(store.locked(&trees, attempt));
+        let locked = tracing::Instrument::instrument(locked, span).await;
         match locked {
             Ok(Some(ending)) => return ending,
             // No lock: on optimistically.
