@@ -95,10 +95,11 @@ pub mod audit;
 use ms_smt_core::{empty, key, leaf, node, position, sum};
 mod descent;
 mod error;
-#[cfg(feature = "failpoints")]
+// The SQL write path's named faults: nothing to fail without a SQL store.
+#[cfg(all(feature = "failpoints", any(feature = "sqlite", feature = "postgres")))]
 #[doc(hidden)]
 pub mod failpoint;
-#[cfg(not(feature = "failpoints"))]
+#[cfg(all(not(feature = "failpoints"), any(feature = "sqlite", feature = "postgres")))]
 mod failpoint;
 #[cfg(feature = "http")]
 pub mod federation;

@@ -23,6 +23,7 @@ pub mod access;
 mod client;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod database;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod limits;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod listener;
@@ -36,6 +37,7 @@ pub use access::{AccessConfig, Principal, Scope};
 pub use client::{DEFAULT_MAX_RESPONSE, HttpPeer, PeerError, PeerStats};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use database::Database;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use limits::{MAX_RATE_WAIT, MAX_TRACKED_KEYS, Rate};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use listener::{
