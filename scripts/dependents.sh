@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+#
+# dependents.sh -- every crate of the workspace built as a crate that
+# depends on it builds it (.ci/run's step after the tests):
+#
+#   * without dev-dependencies (so no `test-utils`, which the workspace's
+#     own tests, benches and examples switch on through them), with no
+#     features, the default set, every feature on its own and all of them,
+#     each with clippy and warnings as errors (`cargo hack clippy
+#     --each-feature --no-dev-deps`); cargo-hack is installed from
+#     crates.io (pinned version, --locked) when this machine lacks it, as
+#     scripts/deny.sh installs cargo-deny;
+#   * the operator binary built in release exactly as the README's
+#     operating guide builds it.
+#
+# A library item used outside its `cfg` (the `has_kernel` break of issue
+# 57), or one that only a test build uses, fails here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+readonly HACK_VERSION="0.6.46"
+
+if ! cargo hack --version >/dev/null 2>&1; then
+    echo "dependents.sh: installing cargo-hack $HACK_VERSION from crates.io" >&2
+    cargo install cargo-hack --version "$HACK_VERSION" --locked
+fi
+
+cargo hack clippy --workspace --each-feature --no-dev-deps --lib --bins --locked \
+    -- -D warnings
+cargo build --release --locked --features cli --bin ms-smt
