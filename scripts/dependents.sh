@@ -11,7 +11,8 @@
 #     crates.io (pinned version, --locked) when this machine lacks it, as
 #     scripts/deny.sh installs cargo-deny;
 #   * the operator binary built in release exactly as the README's
-#     operating guide builds it.
+#     operating guide installs it (`cargo install --path crates/cli`: the
+#     CLI crate alone, its default features).
 #
 # A library item used outside its `cfg` (the `has_kernel` break of issue
 # 57), or one that only a test build uses, fails here.
@@ -27,4 +28,4 @@ fi
 
 cargo hack clippy --workspace --each-feature --no-dev-deps --lib --bins --locked \
     -- -D warnings
-cargo build --release --locked --features cli --bin ms-smt
+cargo build --release --locked -p ms-smt-cli

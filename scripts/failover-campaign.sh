@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # failover-campaign.sh -- the failover figures of RELIABILITY.md ("Failover
-# under Patroni"): examples/failover.rs on a real HA cluster
+# under Patroni"): crates/sql/examples/failover.rs on a real HA cluster
 # (scripts/pg-ha.sh), first with synchronous replication, then with
 # asynchronous replication.
 #
@@ -40,8 +40,8 @@ die() { log "error: $*"; exit 1; }
 [[ "$TPUT_SECS" =~ ^[0-9]+$ ]] || die "MSSMT_FAILOVER_TPUT_SECS must be a number of seconds"
 mkdir -p "$OUT"
 
-log "building examples/failover.rs"
-(cd "$ROOT" && cargo build --release --all-features --example failover) >&2
+log "building crates/sql/examples/failover.rs"
+(cd "$ROOT" && cargo build --release -p ms-smt-sql --all-features --example failover) >&2
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/failover"
 [[ -x "$BIN" ]] || die "$BIN was not built"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # federation-campaign.sh -- the hostile-client campaign against the
-# federation server (examples/federation_campaign.rs; RELIABILITY.md,
+# federation server (crates/server/examples/federation_campaign.rs; RELIABILITY.md,
 # "Hostile clients"), on loopback only:
 #
 #   1. SQLite (a new file, the crate's durable defaults), over TCP and TLS;
@@ -43,7 +43,7 @@ echo "descriptor limit: $(ulimit -n)" >&2
 
 LOG_DIR="target/federation-campaign/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$LOG_DIR"
-[[ $BUILD -eq 1 ]] && cargo build --release --all-features --example federation_campaign >&2
+[[ $BUILD -eq 1 ]] && cargo build --release -p ms-smt-server --example federation_campaign >&2
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/federation_campaign"
 
 WORK="$(mktemp -d /tmp/mssmt-fed-campaign.XXXXXX)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # pg-cluster.sh -- a small, durable (fsync on) PostgreSQL cluster that tests
-# can start, crash and restart.  Used by tests/crash.rs.
+# can start, crash and restart.  Used by crates/sql/tests/crash.rs.
 #
 # Usage:
 #   scripts/pg-cluster.sh init             create a cluster in a new temporary

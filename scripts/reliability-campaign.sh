@@ -8,19 +8,19 @@
 # Usage: scripts/reliability-campaign.sh [--no-fuzz] [--fuzz-seconds N]
 #
 #   1. crash:        200 SIGKILLs on SQLite, 100 on Postgres, 20 immediate
-#                    stops of an fsync-on Postgres (tests/crash.rs); 100
+#                    stops of an fsync-on Postgres (crates/sql/tests/crash.rs); 100
 #                    SIGKILLs of a 64-submitter Writer on each engine
-#                    (tests/crash_writer.rs); 100 SIGKILLs of a
+#                    (crates/sql/tests/crash_writer.rs); 100 SIGKILLs of a
 #                    64-submitter ForestWriter over 16 trees and a parent
-#                    on each engine (tests/crash_forest.rs)
+#                    on each engine (crates/sql/tests/crash_forest.rs)
 #   2. contention:   4 processes on one SQLite file, 8 Postgres connections,
-#                    60 batches each (tests/contention.rs)
+#                    60 batches each (crates/sql/tests/contention.rs)
 #   3. cancellation: the drop-at-every-poll campaign 50 times over
-#                    (tests/cancellation.rs)
+#                    (crates/sql/tests/cancellation.rs)
 #   4. corruption:   5,000 random corruptions per store and layout
-#                    (tests/audit.rs)
+#                    (crates/sql/tests/audit.rs)
 #   5. faults:       failpoints, injected fsync EIO, ENOSPC, cut connections
-#                    (tests/faults.rs, tests/io_faults.rs, tests/ambiguous.rs)
+#                    (crates/sql/tests/faults.rs, crates/sql/tests/io_faults.rs, crates/sql/tests/ambiguous.rs)
 #   6. fuzzing:      every cargo-fuzz target for N seconds (default 3600)
 #                    each, through scripts/fuzz-campaign.sh
 #
@@ -59,27 +59,27 @@ step() {
     echo "== $name ok in $((SECONDS - start)) s" >&2
 }
 
-cargo build --release --all-features --tests >/dev/null
+cargo build --release --all-features -p ms-smt-sql --tests >/dev/null
 
 step crash env MSSMT_CRASH_KILLS_SQLITE=200 MSSMT_CRASH_KILLS_PG=100 MSSMT_CRASH_PG_STOPS=20 \
-    scripts/with-postgres.sh cargo test --release --all-features --test crash -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash -- --nocapture
 step crash-writer env MSSMT_CRASH_WRITER_KILLS=100 \
-    scripts/with-postgres.sh cargo test --release --all-features --test crash_writer -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash_writer -- --nocapture
 step crash-forest env MSSMT_CRASH_FOREST_KILLS=100 \
-    scripts/with-postgres.sh cargo test --release --all-features --test crash_forest -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash_forest -- --nocapture
 
 step contention env MSSMT_CONTENTION_BATCHES=60 \
-    scripts/with-postgres.sh cargo test --release --all-features --test contention -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test contention -- --nocapture
 
 step cancellation scripts/with-postgres.sh bash -c \
-    'for i in $(seq 1 50); do cargo test --release --all-features --test suite cancellation:: -- --nocapture || exit 1; done'
+    'for i in $(seq 1 50); do cargo test --release --all-features -p ms-smt-sql --test suite cancellation:: -- --nocapture || exit 1; done'
 
 step corruption env MSSMT_AUDIT_CORRUPTIONS=5000 \
-    scripts/with-postgres.sh cargo test --release --all-features --test suite audit:: -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test suite audit:: -- --nocapture
 
-step faults scripts/with-postgres.sh cargo test --release --all-features \
+step faults scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql \
     --test faults --test io_faults -- --nocapture
-step ambiguous scripts/with-postgres.sh cargo test --release --all-features \
+step ambiguous scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql \
     --test suite ambiguous:: -- --nocapture
 
 if [[ $FUZZ -eq 1 ]]; then

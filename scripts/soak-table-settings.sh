@@ -2,7 +2,7 @@
 #
 # soak-table-settings.sh -- the Postgres table settings for the strata,
 # compared under the same churn: three durable clusters of
-# scripts/pg-cluster.sh (fsync on), one soak (examples/soak.rs) each, all
+# scripts/pg-cluster.sh (fsync on), one soak (crates/sql/examples/soak.rs) each, all
 # at once so that they share the machine's load alike:
 #   ff100  fillfactor 100, autovacuum_vacuum_scale_factor 0.2 (PostgreSQL's defaults)
 #   ff85   fillfactor 85 (room in each page for HOT updates), scale factor 0.2
@@ -25,7 +25,7 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 OUT="${OUT:-$ROOT/soak-out/table-settings-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 
-(cd "$ROOT" && cargo build --release --features cli --example soak) >&2
+(cd "$ROOT" && cargo build --release -p ms-smt-sql --example soak) >&2
 SOAK="$TARGET/release/examples/soak"
 
 run() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# soak.sh -- the soak campaign on one engine (examples/soak.rs): a short
+# soak.sh -- the soak campaign on one engine (crates/sql/examples/soak.rs): a short
 # run that measures the writer's short-run rate, then the long run with the
 # same settings, compared against it; each ends with the checks, the
 # maintenance below, and a fresh build of the same leaves.
@@ -62,7 +62,7 @@ MAINTAIN="${SOAK_MAINTAIN:-maintain --vacuum plain;maintain --vacuum full}"
 mkdir -p "$OUT" "$DIR"
 
 log "building the harness and the CLI"
-(cd "$ROOT" && cargo build --release --features cli --example soak --bin ms-smt) >&2
+(cd "$ROOT" && cargo build --release -p ms-smt-sql --example soak && cargo build --release -p ms-smt-cli --bin ms-smt) >&2
 SOAK="$TARGET/release/examples/soak"
 CLI="$TARGET/release/ms-smt"
 

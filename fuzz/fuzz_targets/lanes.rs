@@ -5,7 +5,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use ms_smt::Hash;
-use ms_smt::test_utils::{BranchInput, SumSchedule, branch_hashes, scheduled_hashes};
+use ms_smt_descent::hash::BranchInput;
+use ms_smt_descent::hash::SumSchedule;
+use ms_smt_descent::hash::branch_hashes;
+use ms_smt_descent::hash::scheduled_hashes;
 use sha2::{Digest, Sha256};
 
 fn reference(input: &BranchInput) -> Hash {

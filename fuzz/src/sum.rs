@@ -12,7 +12,7 @@
 use std::ops::Bound;
 use std::sync::OnceLock;
 
-use ms_smt::test_utils::sha256;
+use ms_smt_core::hash::sha256;
 use ms_smt::{
     ComputedNode, Key, LayoutKind, Leaf, NodeCache, Position, SumProof, plan_insert_many,
 };
@@ -73,6 +73,7 @@ pub fn sum_cases() -> &'static [SumCase] {
                 &NodeCache::new(),
                 ComputedNode::empty_root(),
                 &leaves,
+                ms_smt::Tuning::default(),
             )
             .expect("plan");
             let mut cache = NodeCache::new();
