@@ -112,3 +112,17 @@ mod tests {
         assert_eq!(branch_hash(&l, &r, 0x0102_0304_0506_0708), sha256(&pre));
     }
 }
+
+#[cfg(all(test, feature = "hash-count"))]
+mod count_tests {
+    use super::{Hash, branch_hash, leaf_hash};
+    use crate::count::hash_calls;
+
+    #[test]
+    fn counter_counts_calls() {
+        let before = hash_calls();
+        let _ = leaf_hash(b"a", 1);
+        let _ = branch_hash(&Hash::default(), &Hash::default(), 0);
+        assert_eq!(hash_calls() - before, 2);
+    }
+}

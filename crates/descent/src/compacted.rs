@@ -11,12 +11,13 @@ use crate::NodeSource;
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
 use crate::fate::{Fate, fate};
+use crate::fork::fork_here;
 use crate::hash::{Hash, branch_hash};
 use crate::items::{Item, nonempty_range, nonempty_span};
 use crate::key::Key;
 use crate::lift::{Lift, lift_tagged};
 use crate::node::Node;
-use crate::plan::{Planner, Sub, fork_here};
+use crate::planner::{Planner, Sub};
 use crate::prelift::{leaf_lift, lift_targets};
 use crate::sum;
 

@@ -5,11 +5,12 @@ use crate::NodeSource;
 use crate::chains::Chains;
 use crate::empty::{empty_hash, is_empty_hash};
 use crate::error::PlanError;
+use crate::fork::fork_here;
 use crate::hash::{Hash, branch_hash};
 use crate::items::{Item, nonempty_range};
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::{ComputedNode, Node};
-use crate::plan::{Planner, Sub, fork_here};
+use crate::planner::{Planner, Sub};
 use crate::sum;
 
 /// Rewrites the subtree at `level` whose stored hash is `hash` so that it

@@ -4,7 +4,7 @@
 use crate::error::PlanError;
 use crate::layout::LayoutKind;
 use crate::leaf::Leaf;
-pub use ms_smt_core::batch::{Item, prepare, prepare_pairs, sorted_keys};
+pub use ms_smt_core::batch::{Item, normalize, prepare, prepare_pairs, sorted_keys};
 
 /// Whether a write of `leaves` under `kind` reads the siblings beside its
 /// paths too: only a compacted delete may pull an untouched sibling up,
@@ -16,8 +16,14 @@ pub fn reads_siblings<'l>(kind: LayoutKind, mut leaves: impl Iterator<Item = &'l
 
 /// Checked sum of the batch's leaves (after last-wins).
 pub fn batch_sum(items: &[Item<'_>]) -> Result<u64, PlanError> {
-    items.iter().try_fold(0u64, |acc, it| {
-        acc.checked_add(it.leaf.sum())
+    leaves_sum(items.iter().map(|it| it.leaf))
+}
+
+/// Checked sum of `leaves`: [`batch_sum`] of a [`normalize`]d batch, read
+/// in place.
+pub fn leaves_sum<'l>(leaves: impl IntoIterator<Item = &'l Leaf>) -> Result<u64, PlanError> {
+    leaves.into_iter().try_fold(0u64, |acc, leaf| {
+        acc.checked_add(leaf.sum())
             .ok_or(PlanError::BatchSumOverflow)
     })
 }

@@ -16,9 +16,11 @@ mod batch;
 mod chains;
 mod compacted;
 mod fate;
+mod fork;
 mod full;
 mod items;
 mod plan;
+mod planner;
 mod prelift;
 mod source;
 mod subtree;
@@ -30,13 +32,15 @@ pub mod lift;
 mod tuning;
 
 pub use batch::{LeafChange, NetChange, UpdateBatch};
-pub use plan::{PARALLEL_MIN_ITEMS, plan_insert_many};
+pub use plan::plan_insert_many;
 pub use source::{NodeCache, NodeSource};
 pub use subtree::Subtree;
 
-pub use items::{batch_sum, prepare, prepare_pairs, reads_siblings, sorted_keys};
+pub use fork::{PARALLEL_MIN_ITEMS, fork_here, on_two_threads};
+pub use items::{
+    batch_sum, leaves_sum, normalize, prepare, prepare_pairs, reads_siblings, sorted_keys,
+};
 pub use layout::{Compacted, Full, Layout, LayoutKind};
-pub use plan::{fork_here, on_two_threads};
 pub use source::sibling_sum;
 pub use trees::{TreeItems, plan_trees};
 pub use tuning::{DEFAULT_HASH_LANES, Tuning};

@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use crate::NodeSource;
 use crate::empty::is_empty_hash;
 use crate::fate::{Fate, fate};
+use crate::fork::{fork_here, on_two_threads};
 use crate::hash::Hash;
 use crate::items::Item;
 use crate::key::{Key, MAX_LEVEL};
 use crate::lift::{Lift, lift_on};
 use crate::node::Node;
-use crate::plan::{fork_here, on_two_threads};
 use crate::tuning::Tuning;
 
 /// Lifted compacted leaves by key and the level they were lifted to.

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use crate::error::PlanError;
+use crate::fork::{fork_here, on_two_threads};
 use crate::items::Item;
 use crate::layout::LayoutKind;
 use crate::node::ComputedNode;
-use crate::plan::{fork_here, on_two_threads, plan_items, plan_lifted};
+use crate::plan::{plan_items, plan_lifted};
 use crate::prelift::{LiftMemo, prelift_trees, targets};
 use crate::tuning::Tuning;
 use crate::{NodeSource, UpdateBatch};

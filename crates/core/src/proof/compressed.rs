@@ -25,6 +25,27 @@ pub struct CompressedProof {
     nodes: Vec<ComputedNode>,
 }
 
+/// A proof's wire form: compression and the Go encoding live with the
+/// compressed type, so the dependency runs one way (compressed → single).
+impl Proof {
+    /// Drops the empty siblings into a bitmap (spec §4.3); only the hash is
+    /// compared with the empty-subtree hash of that level.
+    pub fn compress(&self) -> CompressedProof {
+        CompressedProof::from_proof(self)
+    }
+
+    /// Compress, then encode in the Go wire format.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.compress().encode()
+    }
+
+    /// Decode and decompress bytes in the Go wire format, strictly (see
+    /// [`CompressedProof::decode`]).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+        CompressedProof::decode(bytes)?.decompress()
+    }
+}
+
 impl CompressedProof {
     pub(crate) fn from_proof(proof: &Proof) -> Self {
         let mut bits = [0u8; BITMAP_LEN];

@@ -1,4 +1,5 @@
-//! The single-key proof: 256 siblings, verification, and compression.
+//! The single-key proof: 256 siblings and verification (its wire form is
+//! in `compressed`).
 #![deny(clippy::arithmetic_side_effects)]
 
 use alloc::boxed::Box;
@@ -10,8 +11,6 @@ use crate::hash::branch_hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::leaf::Leaf;
 use crate::node::ComputedNode;
-use crate::proof::compressed::CompressedProof;
-use crate::proof::decode_error::DecodeError;
 use crate::sum;
 
 /// A merkle proof: the 256 siblings on a key's path, leaf side first.
@@ -91,23 +90,6 @@ impl Proof {
     /// panic (spec C4).
     pub fn verify(&self, key: &Key, leaf: &Leaf, root: &ComputedNode) -> bool {
         self.root(key, leaf).is_ok_and(|r| r == *root)
-    }
-
-    /// Drops the empty siblings into a bitmap (spec §4.3); only the hash is
-    /// compared with the empty-subtree hash of that level.
-    pub fn compress(&self) -> CompressedProof {
-        CompressedProof::from_proof(self)
-    }
-
-    /// Compress, then encode in the Go wire format.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        self.compress().encode()
-    }
-
-    /// Decode and decompress bytes in the Go wire format, strictly (see
-    /// [`CompressedProof::decode`]).
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
-        CompressedProof::decode(bytes)?.decompress()
     }
 }
 

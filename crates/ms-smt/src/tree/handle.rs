@@ -356,9 +356,11 @@ impl<S: Writable, L: Layout> Tree<S, L> {
     }
 
     /// The write as a group of one submission over this one tree.
-    async fn write_group(&self, batch: Vec<(Key, Leaf)>, prove: bool) -> Res<ProvenWrite, S> {
-        let items = descent::prepare(&batch);
-        if items.is_empty() && !prove {
+    /// The batch is sorted and deduplicated here, once: the engine's
+    /// passes then meet it in order.
+    async fn write_group(&self, mut batch: Vec<(Key, Leaf)>, prove: bool) -> Res<ProvenWrite, S> {
+        descent::normalize(&mut batch);
+        if batch.is_empty() && !prove {
             let root = self.root().await?;
             return Ok(ProvenWrite {
                 old_root: root,
@@ -366,8 +368,7 @@ impl<S: Writable, L: Layout> Tree<S, L> {
                 proof: None,
             });
         }
-        descent::batch_sum(&items)?;
-        drop(items);
+        descent::leaves_sum(batch.iter().map(|(_, leaf)| leaf))?;
         let name = self.store.namespace().unwrap_or("default");
         let writes: Writes<S> = vec![(Entry::alone(name, self.store.clone()), batch)];
         let job = Job {

@@ -44,8 +44,7 @@ use crate::store::{ChangePage, JournalStore, Writable};
 use crate::tree::Tree;
 use crate::tree::handle::Res;
 use crate::tree::traced::{ErrorKind, Traced};
-use crate::universe::SyncPeer;
-use crate::universe::sync::upserts_and_deletes;
+use crate::universe::peer::{SyncPeer, upserts_and_deletes};
 
 /// Times a proven page is read again when the leader's tree moved between
 /// reading the page and reading the proof.

@@ -24,8 +24,6 @@
 //!   insert_many(upserts + deletes)
 //! ```
 
-use std::future::Future;
-
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -37,60 +35,14 @@ use crate::leaf::Leaf;
 use crate::node::ComputedNode;
 use crate::position::Position;
 use crate::progress::ProgressOperation;
-use crate::store::{ChangePage, TreeStore, Writable};
+use crate::store::Writable;
 use crate::tree::traced::{ErrorKind, Traced};
 use crate::tree::{Tree, View};
 use crate::universe::changes::{FollowError, PageError};
-
-/// A tree a local tree can be brought level with.
-pub trait SyncPeer: Sync {
-    /// The peer's error.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// The two children of the subtree under each of `prefixes` in the
-    /// peer's tree with root `root`, in order.
-    fn children(
-        &self,
-        root: &ComputedNode,
-        prefixes: &[Position],
-    ) -> impl Future<Output = Result<Vec<[Subtree; 2]>, Self::Error>> + Send;
-
-    /// The page of the peer's change feed after the newest version whose
-    /// root is `from`, about `limit` changes (see
-    /// [`JournalStore::changes`](crate::store::JournalStore::changes));
-    /// `Ok(None)` when the peer's journal does not cover such a version.
-    /// The default: the peer has no feed, and syncs take the diff walk.
-    fn changes_from(
-        &self,
-        from: &ComputedNode,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<ChangePage>, Self::Error>> + Send {
-        let _ = (from, limit);
-        async { Ok(None) }
-    }
-}
+use crate::universe::peer::{SyncPeer, upserts_and_deletes};
 
 /// Changes per page [`Tree::sync_from`] asks a peer's feed for.
 pub const DEFAULT_FEED_PAGE: usize = 10_000;
-
-/// How many of `batch`'s leaves are written (upserts) and how many deleted
-/// (an empty leaf deletes).
-pub(crate) fn upserts_and_deletes(batch: &[(Key, Leaf)]) -> (u64, u64) {
-    let deletes = batch.iter().filter(|(_, leaf)| leaf.is_empty()).count() as u64;
-    (batch.len() as u64 - deletes, deletes)
-}
-
-impl<S: TreeStore, L: Layout> SyncPeer for View<'_, S, L> {
-    type Error = TreeError<S::Error>;
-
-    fn children(
-        &self,
-        root: &ComputedNode,
-        prefixes: &[Position],
-    ) -> impl Future<Output = Result<Vec<[Subtree; 2]>, Self::Error>> + Send {
-        View::children(self, root, prefixes)
-    }
-}
 
 /// Why a sync stopped. Nothing is written to the local tree unless the
 /// whole exchange checked out.

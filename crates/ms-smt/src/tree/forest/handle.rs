@@ -11,6 +11,7 @@ use tracing::field::Empty;
 
 use crate::NestedProof;
 use crate::Tuning;
+use crate::descent;
 use crate::error::TreeError;
 use crate::key::Key;
 use crate::layout::Layout;
@@ -255,7 +256,11 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
         &self,
         writes: impl IntoIterator<Item = (N, Key, Leaf)>,
     ) -> Res<ForestWrite, S> {
-        let writes = self.writes(writes)?;
+        let mut writes = self.writes(writes)?;
+        // Sorted and deduplicated once: the engine's passes meet it in order.
+        for (_, batch) in &mut writes {
+            descent::normalize(batch);
+        }
         let span = tracing::debug_span!(
             target: "ms_smt",
             "forest_insert_many",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tracing::Span;
 
 use super::config::Counters;
-use super::handle::{ForestReceipt, Pending, SubmitError, TreeRoot};
+use super::submission::{ForestReceipt, Pending, SubmitError, TreeRoot};
 use super::task::Task;
 use crate::NestedProof;
 use crate::error::PlanError;

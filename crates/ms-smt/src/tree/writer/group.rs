@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tracing::{Instrument, Span};
 
 use super::config::Counters;
-use super::handle::Pending;
+use super::submission::Pending;
 use super::task::{Joined, Planned, Task};
 use crate::layout::Layout;
 use crate::store::{ForestCommit, ForestStore, TreeStore, TreeUpdate};

@@ -14,7 +14,8 @@
 //! committing stay even).
 //!
 //! * `config`: how groups form, and what the writer counts;
-//! * `handle`: the public handles, tickets, receipts and errors;
+//! * `handle`: the public handles and their tickets;
+//! * `submission`: a queued submission, its receipts and errors;
 //! * `task`: the task's loop (gather, seal, pipeline);
 //! * `group`: planning, committing and re-writing a group;
 //! * `answer`: answering a group's submissions.
@@ -23,11 +24,11 @@ mod answer;
 mod config;
 mod group;
 mod handle;
+mod submission;
 mod task;
 
 pub use config::{
     DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND, DEFAULT_RECOVERY_WAIT, WriterConfig, WriterStats,
 };
-pub use handle::{
-    ForestReceipt, ForestTicket, ForestWriter, Receipt, SubmitError, Ticket, TreeRoot, Writer,
-};
+pub use handle::{ForestTicket, ForestWriter, Ticket, Writer};
+pub use submission::{ForestReceipt, Receipt, SubmitError, TreeRoot};

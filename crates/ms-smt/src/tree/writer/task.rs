@@ -13,7 +13,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use super::config::{Counters, WriterConfig};
-use super::handle::Pending;
+use super::submission::Pending;
 use crate::descent;
 use crate::layout::Layout;
 use crate::store::{ForestCommit, ForestStore, TreeStore};
@@ -247,10 +247,9 @@ where
                 Counters::add(&self.counters.abandoned, 1);
                 continue;
             }
-            let overflow = pending
-                .writes
-                .iter()
-                .find_map(|(_, batch)| descent::batch_sum(&descent::prepare(batch)).err());
+            let overflow = pending.writes.iter().find_map(|(_, batch)| {
+                descent::leaves_sum(batch.iter().map(|(_, leaf)| leaf)).err()
+            });
             match overflow {
                 None => sealed.push(pending),
                 Some(e) => self.reject(pending, e),
