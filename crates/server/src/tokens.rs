@@ -114,7 +114,7 @@ impl<C: Dialect> TokenStore<C> {
             Arg::OptInt(token.expires_at),
             Arg::OptInt(token.revoked_at),
         ];
-        conn.execute(self.store.reply_bound(), sql.into_sql_str(), &args)
+        conn.execute(self.store.reply_bound().into(), sql.into_sql_str(), &args)
             .await?;
         Ok(())
     }
@@ -125,7 +125,7 @@ impl<C: Dialect> TokenStore<C> {
         let sql = AssertSqlSafe(format!("{SELECT} ORDER BY created_at, id"));
         let mut conn = self.store.pool().acquire().await?;
         let rows: Vec<TokenRow> = conn
-            .fetch_all(self.store.reply_bound(), sql.into_sql_str(), &[])
+            .fetch_all(self.store.reply_bound().into(), sql.into_sql_str(), &[])
             .await?;
         Ok(rows.into_iter().map(TokenRecord::from).collect())
     }
@@ -137,7 +137,7 @@ impl<C: Dialect> TokenStore<C> {
         let mut conn = self.store.pool().acquire().await?;
         let changed = conn
             .execute(
-                self.store.reply_bound(),
+                self.store.reply_bound().into(),
                 sql.into_sql_str(),
                 &[Arg::Text(id), Arg::Int(now)],
             )
@@ -151,7 +151,7 @@ impl<C: Dialect> TokenStore<C> {
         let mut conn = self.store.pool().acquire().await?;
         let rows: Vec<TokenRow> = conn
             .fetch_all(
-                self.store.reply_bound(),
+                self.store.reply_bound().into(),
                 sql.into_sql_str(),
                 &[Arg::Bytes(hash)],
             )

@@ -11,8 +11,9 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
 use super::error::SqlStoreError;
-use super::listing::{NamespaceListing, SchemaState};
+use super::listing::NamespaceListing;
 use super::postgres::PostgresStore;
+use super::schema::SchemaState;
 use super::sqlite::SqliteStore;
 
 /// How long connecting to Postgres may take before [`Database::open_for`]

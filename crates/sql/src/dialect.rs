@@ -12,29 +12,16 @@ use std::future::Future;
 use sqlx::{Connection, Database, Encode, SqlStr, Transaction, Type};
 
 use super::error::Res;
+use super::ledger::LedgerSql;
 use super::migrations::{Migration, MigrationSet};
-use super::reply_wait::{Bounded, ReplyWait};
-use super::schema::LedgerSql;
+use super::reply_wait::{Bounded, Exchange, ReplyWait};
+use super::rows::NamespaceRow;
 use super::space::{NamespaceState, NsInfo, NsState};
 use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::node::{ComputedNode, Node};
 use crate::store::PathStart;
 use crate::strata::{RowChange, RowKey};
-
-/// A namespace row as [`Dialect::namespace_rows`] returns it: name, id,
-/// height, root hash and sum (both NULL when empty), version, the newest
-/// pinned version, and the version the change journal starts at.
-pub type NamedRow = (
-    String,
-    i64,
-    i64,
-    Option<Vec<u8>>,
-    Option<i64>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
 
 /// A row as read: its key and its stored body.
 pub type KeyedRow = (RowKey, Vec<u8>);
@@ -107,6 +94,7 @@ impl<T: FromSqlite + FromPg + Send + Unpin> Shared for T {}
 pub trait FromSqlite: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
 #[cfg(feature = "sqlite")]
 impl<T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>> FromSqlite for T {}
+/// Decodes from an SQLite row (anything, without the engine).
 #[cfg(not(feature = "sqlite"))]
 pub trait FromSqlite {}
 #[cfg(not(feature = "sqlite"))]
@@ -117,6 +105,7 @@ impl<T> FromSqlite for T {}
 pub trait FromPg: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
 #[cfg(feature = "postgres")]
 impl<T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>> FromPg for T {}
+/// Decodes from a Postgres row (anything, without the engine).
 #[cfg(not(feature = "postgres"))]
 pub trait FromPg {}
 #[cfg(not(feature = "postgres"))]
@@ -143,10 +132,21 @@ pub trait Dialect: Connection + Sized + 'static {
     const UNIX_NOW: &'static str;
 
     /// `round_trip`, one exchange with the server (a statement, `BEGIN`,
-    /// `COMMIT`, `ROLLBACK`), under the engine's bound on the reply:
-    /// Postgres's reply wait `wait`, the handle's (`reply_wait.rs`); none
-    /// for SQLite, which runs in the process.
-    fn bounded_by<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
+    /// `COMMIT`, `ROLLBACK`): counted as sent in `ex`'s counters, and
+    /// bounded by the engine ([`bound`](Self::bound)). Every round trip of
+    /// the stores goes through here.
+    fn exchange<F, T>(ex: Exchange<'_>, round_trip: F) -> Bounded<F>
+    where
+        F: Future<Output = Result<T, sqlx::Error>>,
+    {
+        ex.sent();
+        Self::bound(ex.wait(), round_trip)
+    }
+
+    /// The engine's bound on a reply: Postgres's reply wait `wait`, the
+    /// handle's (`reply_wait.rs`); none for SQLite, which runs in the
+    /// process. (Send round trips with [`exchange`](Self::exchange).)
+    fn bound<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
     where
         F: Future<Output = Result<T, sqlx::Error>>,
     {
@@ -164,29 +164,29 @@ pub trait Dialect: Connection + Sized + 'static {
         let _ = write!(sql, "${n}");
     }
 
-    /// Runs a shared statement, its reply bounded by `wait`; the number of
-    /// rows it changed.
+    /// Runs a shared statement as one exchange `ex`; the number of rows it
+    /// changed.
     fn execute(
         &mut self,
-        wait: ReplyWait,
+        ex: Exchange<'_>,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Res<u64>> + Send;
 
-    /// Runs a shared statement, its reply bounded by `wait`, and decodes
-    /// every row it returns.
+    /// Runs a shared statement as one exchange `ex`, and decodes every row
+    /// it returns.
     fn fetch_all<T: Shared>(
         &mut self,
-        wait: ReplyWait,
+        ex: Exchange<'_>,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Res<Vec<T>>> + Send;
 
-    /// Runs DDL statements (unprepared: `sqlx::raw_sql`), their reply
-    /// bounded by `wait`.
+    /// Runs DDL statements (unprepared: `sqlx::raw_sql`) as one exchange
+    /// `ex`.
     fn run_ddl(
         &mut self,
-        wait: ReplyWait,
+        ex: Exchange<'_>,
         sql: &'static str,
     ) -> impl Future<Output = Res<()>> + Send;
 
@@ -204,7 +204,7 @@ pub trait Dialect: Connection + Sized + 'static {
     }
 
     /// Serialises concurrent migrations until the transaction ends.
-    fn lock_migrations(&mut self, wait: ReplyWait) -> impl Future<Output = Res<()>> + Send;
+    fn lock_migrations(&mut self, ex: Exchange<'_>) -> impl Future<Output = Res<()>> + Send;
 
     /// Inserts the rows of those of `spaces` that are missing, each with
     /// its handle's stratum height, in one statement.
@@ -218,7 +218,7 @@ pub trait Dialect: Connection + Sized + 'static {
     fn namespace_rows(
         &mut self,
         spaces: &[&NamespaceState],
-    ) -> impl Future<Output = Res<Vec<NamedRow>>> + Send;
+    ) -> impl Future<Output = Res<Vec<NamespaceRow>>> + Send;
 
     /// True when a walk of `starts` starts must first [`guard_walk`]
     /// (`jit_off`: the handle's sessions already run without JIT).
@@ -272,13 +272,13 @@ pub trait Dialect: Connection + Sized + 'static {
     ) -> impl Future<Output = Res<()>> + Send;
 }
 
-/// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]), its
-/// reply bounded by `wait`.
-pub(crate) async fn begin_write_by<C: Dialect>(
-    conn: &mut C,
-    wait: ReplyWait,
-) -> Res<Transaction<'_, C::Database>> {
-    C::bounded_by(wait, async move {
+/// Begins a write transaction on `conn` ([`Dialect::BEGIN_WRITE`]), sent
+/// as `ex`.
+pub(crate) async fn begin_write_by<'c, C: Dialect>(
+    conn: &'c mut C,
+    ex: Exchange<'_>,
+) -> Res<Transaction<'c, C::Database>> {
+    C::exchange(ex, async move {
         match C::BEGIN_WRITE {
             // why: a `SqlStr`, not the `&'static str`: `begin_with`'s future
             // captures its statement's type, and with a reference there rustc
@@ -295,11 +295,11 @@ pub(crate) async fn begin_write_by<C: Dialect>(
 /// The first row a shared statement returns, if any.
 pub(crate) async fn fetch_optional<C: Dialect, T: Shared>(
     conn: &mut C,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     sql: SqlStr,
     args: &[Arg<'_>],
 ) -> Res<Option<T>> {
-    Ok(conn.fetch_all(wait, sql, args).await?.into_iter().next())
+    Ok(conn.fetch_all(ex, sql, args).await?.into_iter().next())
 }
 
 /// `args` as the engine's argument list (for the engines' implementations

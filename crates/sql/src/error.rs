@@ -1,6 +1,6 @@
 //! The error type of the SQL stores.
 
-use super::token::CommitToken;
+use crate::commit_token::CommitToken;
 
 /// Errors of the SQLite and Postgres stores.
 #[derive(Debug, thiserror::Error)]

@@ -1,21 +1,22 @@
-//! The SQL handles, generic over the engine: [`SqlStore`] on a pool and
-//! [`SqlTxStore`] on a caller's open transaction.
+//! The SQL handle, generic over the engine and over how it reaches the
+//! database ([`Source`]): [`SqlStore`] on a pool and [`SqlTxStore`] on a
+//! caller's open transaction, every store trait implemented once for both.
 
-use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use sqlx::SqlSafeStr;
 use tokio::sync::Mutex;
 
 use super::dialect::Dialect;
 use super::error::{Res, SqlStoreError};
 use super::journal;
+use super::namespaces;
 use super::ops;
 use super::reads;
 use super::reply_wait::ReplyWait;
-use super::savepoint::Savepoint;
+use super::source::{CallerTx, Pooled, ReadTx, Source};
 use super::space::NamespaceState;
-use super::tx::{self, TxConnection, Work};
+use super::tx;
 use crate::audit::RowAudit;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -31,39 +32,67 @@ use ms_smt::ProgressSink;
 use ms_smt::audit::AuditReport;
 use ms_smt::store::Pin;
 
-/// A tree store in an SQL database, bound to one namespace; see
-/// [`SqliteStore`](crate::SqliteStore) and
-/// [`PostgresStore`](crate::PostgresStore).
+/// A tree store in an SQL database, bound to one namespace, reaching the
+/// database through `S`: a pool ([`SqlStore`], [`SqliteStore`](crate::SqliteStore),
+/// [`PostgresStore`](crate::PostgresStore)) or a caller's open transaction
+/// ([`SqlTxStore`]). Every store trait is implemented once, for both.
 ///
-/// Cloning is cheap and shares the pool, the handle's counters and its
-/// [`RecentNodes`]. Sums are stored as the i64 with the same bits as the
-/// u64 (the root) or as little-endian bytes inside row bodies; they are
-/// never compared in SQL.
-pub struct SqlStore<C: Dialect> {
-    pub(super) pool: sqlx::Pool<C::Database>,
-    pub(super) space: Arc<NamespaceState>,
-    /// True when the pool's sessions run with JIT off (Postgres pools made
-    /// by `connect`), so path walks need no guard.
-    pub(super) jit_off: bool,
+/// Cloning is cheap and shares the pool or transaction, the handle's
+/// counters and its [`RecentNodes`]. Sums are stored as the i64 with the
+/// same bits as the u64 (the root) or as little-endian bytes inside row
+/// bodies; they are never compared in SQL.
+pub struct SqlHandle<C: Dialect, S> {
+    pub(crate) source: S,
+    pub(crate) space: Arc<NamespaceState>,
+    _engine: PhantomData<fn() -> C>,
 }
 
-impl<C: Dialect> Clone for SqlStore<C> {
+/// A tree store in an SQL database on a pool, bound to one namespace.
+pub type SqlStore<C> = SqlHandle<C, Pooled<C>>;
+
+/// A [`SqlStore`] namespace bound to a caller's open transaction; see
+/// [`SqlStore::in_transaction`]. Its forest ([`ForestStore`](crate::store::ForestStore))
+/// is every namespace of the database in that transaction. Cloning is cheap
+/// and shares the transaction.
+pub type SqlTxStore<'c, C> = SqlHandle<C, CallerTx<'c, C>>;
+
+impl<C: Dialect, S: Clone> Clone for SqlHandle<C, S> {
     fn clone(&self) -> Self {
-        SqlStore {
-            pool: self.pool.clone(),
+        SqlHandle {
+            source: self.source.clone(),
             space: self.space.clone(),
-            jit_off: self.jit_off,
+            _engine: PhantomData,
         }
     }
 }
 
-impl<C: Dialect> std::fmt::Debug for SqlStore<C> {
+impl<C: Dialect, S: std::fmt::Debug> std::fmt::Debug for SqlHandle<C, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlStore")
-            .field("pool", &self.pool)
+        f.debug_struct("SqlHandle")
+            .field("source", &self.source)
             .field("space", &self.space)
-            .field("jit_off", &self.jit_off)
             .finish()
+    }
+}
+
+impl<C: Dialect, S> SqlHandle<C, S> {
+    /// `space` reached through `source`.
+    pub(crate) fn on(source: S, space: Arc<NamespaceState>) -> Self {
+        SqlHandle {
+            source,
+            space,
+            _engine: PhantomData,
+        }
+    }
+
+    /// The nodes this handle remembers.
+    pub fn recent(&self) -> &RecentNodes {
+        &self.space.recent
+    }
+
+    /// This store's namespace.
+    pub fn name(&self) -> &str {
+        &self.space.name
     }
 }
 
@@ -71,19 +100,20 @@ impl<C: Dialect> SqlStore<C> {
     /// A store on a pool the host application already has. Call
     /// [`migrate`](Self::migrate) once before use.
     pub fn from_pool(pool: sqlx::Pool<C::Database>, namespace: &str) -> Self {
-        SqlStore {
-            pool,
-            space: NamespaceState::new(namespace, StratumHeight::default(), DEFAULT_RECENT_NODES),
-            jit_off: false,
-        }
+        let space = NamespaceState::new(namespace, StratumHeight::default(), DEFAULT_RECENT_NODES);
+        SqlHandle::on(
+            Pooled {
+                pool,
+                jit_off: false,
+            },
+            space,
+        )
     }
 
     /// [`from_pool`](Self::from_pool) on namespace `"default"`, migrated.
     pub(super) async fn opened(pool: sqlx::Pool<C::Database>, jit_off: bool) -> Res<Self> {
-        let store = SqlStore {
-            jit_off,
-            ..Self::from_pool(pool, "default")
-        };
+        let mut store = Self::from_pool(pool, "default");
+        store.source.jit_off = jit_off;
         store.migrate().await?;
         Ok(store)
     }
@@ -119,45 +149,29 @@ impl<C: Dialect> SqlStore<C> {
     /// database (a hot standby's), with its own counters and memory.
     #[cfg(feature = "postgres")]
     pub(super) fn on_pool(&self, pool: sqlx::Pool<C::Database>, jit_off: bool) -> Self {
-        SqlStore {
-            pool,
-            jit_off,
-            ..self.with_space(
-                &self.space.name,
-                self.space.height,
-                &RecentNodes::new(self.space.recent.capacity()),
-            )
-        }
+        let memory = RecentNodes::new(self.space.recent.capacity());
+        let mut store = self.with_space(&self.space.name, self.space.height, &memory);
+        store.source = Pooled { pool, jit_off };
+        store
     }
 
     fn with_space(&self, name: &str, height: StratumHeight, memory: &RecentNodes) -> Self {
-        SqlStore {
-            pool: self.pool.clone(),
-            space: NamespaceState::waiting(name, height, memory, self.space.reply_wait),
-            jit_off: self.jit_off,
-        }
-    }
-
-    /// The nodes this handle remembers.
-    pub fn recent(&self) -> &RecentNodes {
-        &self.space.recent
-    }
-
-    /// This store's namespace.
-    pub fn name(&self) -> &str {
-        &self.space.name
+        let space = NamespaceState::waiting(name, height, memory, self.space.reply_wait);
+        SqlHandle::on(self.source.clone(), space)
     }
 
     /// True when this namespace exists in the database (its first write
     /// created it); a server answers reads of other names "not found".
     pub async fn exists(&self) -> Res<bool> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(ops::load_state(&mut *conn, &self.space).await?.is_some())
+        let mut conn = self.source.conn().await?;
+        Ok(namespaces::load_state(&mut *conn, &self.space)
+            .await?
+            .is_some())
     }
 
     /// The pool.
     pub fn pool(&self) -> &sqlx::Pool<C::Database> {
-        &self.pool
+        &self.source.pool
     }
 
     /// How long this handle waits for each reply of the server (what a
@@ -182,7 +196,7 @@ impl<C: Dialect> SqlStore<C> {
     /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
     pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
         let set = &super::migrations::TREE_SCHEMA;
-        super::schema::migrate::<C>(&self.pool, set, self.space.reply_wait, progress).await
+        super::schema::migrate::<C>(&self.source.pool, set, self.space.reply_wait, progress).await
     }
 
     /// Creates or upgrades another crate's tables in this database: its
@@ -194,7 +208,7 @@ impl<C: Dialect> SqlStore<C> {
         set: &super::migrations::MigrationSet,
         progress: &ProgressSink,
     ) -> Res<()> {
-        super::schema::migrate::<C>(&self.pool, set, self.space.reply_wait, progress).await
+        super::schema::migrate::<C>(&self.source.pool, set, self.space.reply_wait, progress).await
     }
 
     /// A store for this namespace that runs on the caller's open
@@ -210,90 +224,37 @@ impl<C: Dialect> SqlStore<C> {
     /// loses a race re-reads the root, which a REPEATABLE READ snapshot
     /// would hide.
     pub fn in_transaction<'c>(&self, conn: &'c mut C) -> SqlTxStore<'c, C> {
-        SqlTxStore {
+        let caller = CallerTx {
             conn: Arc::new(Mutex::new(conn)),
-            space: self.space.clone(),
-        }
-    }
-
-    /// True when `other` shares this handle's pool (so one statement can
-    /// see both namespaces).
-    pub(super) fn same_pool(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.pool.connect_options(), &other.pool.connect_options())
+        };
+        SqlHandle::on(caller, self.space.clone())
     }
 }
 
-/// A [`SqlStore`] namespace bound to a caller's open transaction; see
-/// [`SqlStore::in_transaction`]. Its forest ([`ForestStore`](crate::store::ForestStore))
-/// is every namespace of the database in that transaction. Cloning is cheap
-/// and shares the transaction.
-pub struct SqlTxStore<'c, C: Dialect> {
-    /// Shared with the other namespaces of a [`SqlTxForest`](super::SqlTxForest).
-    pub(super) conn: Arc<Mutex<&'c mut C>>,
-    pub(super) space: Arc<NamespaceState>,
-}
-
-impl<C: Dialect> Clone for SqlTxStore<'_, C> {
-    fn clone(&self) -> Self {
-        SqlTxStore {
-            conn: self.conn.clone(),
-            space: self.space.clone(),
-        }
-    }
-}
-
-impl<C: Dialect> std::fmt::Debug for SqlTxStore<'_, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlTxStore")
-            .field("space", &self.space)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<C: Dialect> SqlTxStore<'_, C> {
-    /// Runs `work` in the caller's transaction, under a savepoint where
-    /// the engine writes with one ([`Dialect::SAVEPOINTS`]).
-    pub(super) async fn write<T>(
-        &self,
-        work: impl for<'a> FnOnce(&'a mut C, &'a NamespaceState) -> Work<'a, T>,
-    ) -> Res<T> {
-        let mut conn = self.conn.lock().await;
-        if !C::SAVEPOINTS {
-            return work(&mut **conn, &self.space).await;
-        }
-        let mut savepoint = Savepoint::<C::Database>::begin(&mut **conn).await?;
-        let out = work(savepoint.conn(), &self.space).await?;
-        savepoint.commit().await?;
-        Ok(out)
-    }
-}
-
-impl<C: Dialect> TreeStore for SqlStore<C> {
+impl<C: Dialect, S: Source<C>> TreeStore for SqlHandle<C, S> {
     type Error = SqlStoreError;
 
     async fn load_root(&self) -> Res<ComputedNode> {
-        ops::load_root(&mut *self.pool.acquire().await?, &self.space).await
+        namespaces::load_root(&mut *self.source.conn().await?, &self.space).await
     }
 
+    /// A large walk on a session without JIT off takes the engine's guard,
+    /// which lasts for a read transaction: a pool's own, or the caller's.
     async fn read_paths(
         &self,
         at: ReadAt,
         starts: &[PathStart],
         siblings: bool,
     ) -> Res<Vec<(Hash, Node)>> {
-        if at != ReadAt::Current || !C::walk_needs_guard(self.jit_off, starts.len()) {
-            let mut conn = self.pool.acquire().await?;
+        let guard =
+            at == ReadAt::Current && C::walk_needs_guard(self.source.jit_off(), starts.len());
+        if !guard {
+            let mut conn = self.source.conn().await?;
             return reads::paths_on(&mut *conn, &self.space, at, starts, siblings, false).await;
         }
-        // The guard lasts for a read transaction of its own.
-        self.space.counters.round_trip(1);
-        let wait = self.space.reply_wait;
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
+        let mut tx = self.read_tx(false).await?;
         let nodes = reads::paths_on(&mut *tx, &self.space, at, starts, siblings, true).await?;
-        self.space.counters.round_trip(1);
-        C::bounded_by(wait, tx.rollback()).await?;
-        conn.release();
+        self.end_read(tx, false).await?;
         Ok(nodes)
     }
 
@@ -302,7 +263,7 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         at: ReadAt,
         nodes: &[(Position, Hash)],
     ) -> Res<Vec<(Hash, Node)>> {
-        reads::positions(&mut *self.pool.acquire().await?, &self.space, at, nodes).await
+        reads::positions(&mut *self.source.conn().await?, &self.space, at, nodes).await
     }
 
     async fn read_in_order(
@@ -313,7 +274,7 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
         until: Option<Key>,
         limit: usize,
     ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.source.conn().await?;
         reads::in_order(&mut *conn, &self.space, at, from, probe, until, limit).await
     }
 
@@ -324,86 +285,10 @@ impl<C: Dialect> TreeStore for SqlStore<C> {
     }
 
     async fn delete_all(&self) -> Res<()> {
-        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
-            Box::pin(ops::delete_all_on(conn, space))
-        })
-        .await
-    }
-
-    fn stats(&self) -> StoreStats {
-        self.space.counters.snapshot_with(&self.space.recent)
-    }
-
-    fn namespace(&self) -> Option<&str> {
-        Some(&self.space.name)
-    }
-}
-
-impl<C: Dialect> AuditStore for SqlStore<C> {
-    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<AuditReport> {
-        let mut audit = RowAudit::new(kind).with_progress(progress);
-        // A read transaction: every page sees the same snapshot.
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let wait = self.space.reply_wait;
-        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
-        if let Some(sql) = C::SNAPSHOT {
-            tx.execute(wait, sql.into_sql_str(), &[]).await?;
-        }
-        ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
-        C::bounded_by(wait, tx.commit()).await?;
-        conn.release();
-        Ok(audit.finish())
-    }
-}
-
-impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
-    type Error = SqlStoreError;
-
-    async fn load_root(&self) -> Res<ComputedNode> {
-        ops::load_root(&mut **self.conn.lock().await, &self.space).await
-    }
-
-    /// A large walk's guard (JIT off on Postgres) lasts until the
-    /// caller's transaction ends (no savepoint: see the Postgres store).
-    async fn read_paths(
-        &self,
-        at: ReadAt,
-        starts: &[PathStart],
-        siblings: bool,
-    ) -> Res<Vec<(Hash, Node)>> {
-        let guard = C::walk_needs_guard(false, starts.len());
-        let mut conn = self.conn.lock().await;
-        reads::paths_on(&mut **conn, &self.space, at, starts, siblings, guard).await
-    }
-
-    async fn read_positions(
-        &self,
-        at: ReadAt,
-        nodes: &[(Position, Hash)],
-    ) -> Res<Vec<(Hash, Node)>> {
-        reads::positions(&mut **self.conn.lock().await, &self.space, at, nodes).await
-    }
-
-    async fn read_in_order(
-        &self,
-        at: ReadAt,
-        (from, _): (Position, Hash),
-        probe: Key,
-        until: Option<Key>,
-        limit: usize,
-    ) -> Res<Vec<(Hash, Node)>> {
-        let mut conn = self.conn.lock().await;
-        reads::in_order(&mut **conn, &self.space, at, from, probe, until, limit).await
-    }
-
-    // A write's commit merges into the rows its path read brings, so a
-    // write reads every row from the store.
-    fn recent_nodes(&self, for_write: bool) -> Option<&RecentNodes> {
-        (!for_write).then_some(&self.space.recent)
-    }
-
-    async fn delete_all(&self) -> Res<()> {
-        self.write(|conn, space| Box::pin(ops::delete_all_on(conn, space)))
+        self.source
+            .write(&self.space, |conn: &mut C, space| {
+                Box::pin(ops::delete_all_on(conn, space))
+            })
             .await
     }
 
@@ -416,34 +301,16 @@ impl<C: Dialect> TreeStore for SqlTxStore<'_, C> {
     }
 }
 
-impl<C: Dialect> AuditStore for SqlTxStore<'_, C> {
-    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<AuditReport> {
-        let mut audit = RowAudit::new(kind).with_progress(progress);
-        ops::scan_rows_on(&mut **self.conn.lock().await, &self.space, &mut audit).await?;
-        Ok(audit.finish())
+impl<C: Dialect, S: Source<C>> SqlHandle<C, S> {
+    /// A read transaction of the source ([`Source::read_tx`]), its
+    /// exchanges this handle's.
+    pub(crate) async fn read_tx(&self, snapshot: bool) -> Res<impl ReadTx<C> + '_> {
+        self.source.read_tx(self.space.exchange(), snapshot).await
     }
-}
 
-impl<C: Dialect> SqlStore<C> {
-    /// Runs `work` in one read transaction (one snapshot on Postgres; on
-    /// SQLite a read transaction sees one state of the file).
-    async fn snapshot<T, W>(&self, work: W) -> Res<T>
-    where
-        W: for<'a> FnOnce(
-            &'a mut C,
-            &'a NamespaceState,
-        ) -> std::pin::Pin<Box<dyn Future<Output = Res<T>> + Send + 'a>>,
-    {
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let wait = self.space.reply_wait;
-        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
-        if let Some(sql) = C::SNAPSHOT {
-            tx.execute(wait, sql.into_sql_str(), &[]).await?;
-        }
-        let out = work(&mut *tx, &self.space).await?;
-        C::bounded_by(wait, tx.commit()).await?;
-        conn.release();
-        Ok(out)
+    /// Ends a read transaction of [`read_tx`](Self::read_tx).
+    pub(crate) async fn end_read(&self, tx: impl ReadTx<C>, commit: bool) -> Res<()> {
+        tx.end(self.space.exchange(), commit).await
     }
 
     /// A page of the journal from one snapshot, with or without its
@@ -454,30 +321,43 @@ impl<C: Dialect> SqlStore<C> {
         limit: usize,
         later: journal::Later,
     ) -> Res<Option<ChangePage>> {
-        self.snapshot(move |conn, space| {
-            Box::pin(journal::changes_on(conn, space, since, limit, later))
-        })
-        .await
+        let mut tx = self.read_tx(true).await?;
+        let page = journal::changes_on(&mut *tx, &self.space, since, limit, later).await?;
+        self.end_read(tx, true).await?;
+        Ok(page)
     }
 }
 
-impl<C: Dialect> JournalStore for SqlStore<C> {
+impl<C: Dialect, S: Source<C>> AuditStore for SqlHandle<C, S> {
+    /// Every page from one snapshot.
+    async fn audit(&self, kind: LayoutKind, progress: &ProgressSink) -> Res<AuditReport> {
+        let mut audit = RowAudit::new(kind).with_progress(progress);
+        let mut tx = self.read_tx(true).await?;
+        ops::scan_rows_on(&mut *tx, &self.space, &mut audit).await?;
+        self.end_read(tx, true).await?;
+        Ok(audit.finish())
+    }
+}
+
+impl<C: Dialect, S: Source<C>> JournalStore for SqlHandle<C, S> {
     async fn enable_journal(&self) -> Res<JournalState> {
-        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
-            Box::pin(journal::enable_on(conn, space))
-        })
-        .await
+        self.source
+            .write(&self.space, |conn: &mut C, space| {
+                Box::pin(journal::enable_on(conn, space))
+            })
+            .await
     }
 
     async fn disable_journal(&self) -> Res<()> {
-        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
-            Box::pin(journal::disable_on(conn, space))
-        })
-        .await
+        self.source
+            .write(&self.space, |conn: &mut C, space| {
+                Box::pin(journal::disable_on(conn, space))
+            })
+            .await
     }
 
     async fn journal(&self) -> Res<Option<JournalState>> {
-        journal::state_on(&mut *self.pool.acquire().await?, &self.space).await
+        journal::state_on(&mut *self.source.conn().await?, &self.space).await
     }
 
     async fn changes(&self, since: u64, limit: usize) -> Res<Option<ChangePage>> {
@@ -489,67 +369,44 @@ impl<C: Dialect> JournalStore for SqlStore<C> {
     }
 
     async fn version_of(&self, root: &Hash) -> Res<Option<u64>> {
-        journal::version_of_on(&mut *self.pool.acquire().await?, &self.space, root).await
+        journal::version_of_on(&mut *self.source.conn().await?, &self.space, root).await
     }
 
     async fn prune_journal(&self, retention: &Retention) -> Res<u64> {
         let retention = *retention;
-        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
-            Box::pin(async move { journal::prune_on(conn, space, &retention).await })
-        })
-        .await
+        self.source
+            .write(&self.space, move |conn: &mut C, space| {
+                Box::pin(async move { journal::prune_on(conn, space, &retention).await })
+            })
+            .await
     }
 }
 
-impl<C: Dialect> PinStore for SqlStore<C> {
+impl<C: Dialect, S: Source<C>> PinStore for SqlHandle<C, S> {
     async fn pin(&self, name: &str) -> Res<Pin> {
         let name = name.to_owned();
-        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
-            Box::pin(async move { ops::pin_on(conn, space, &name).await })
-        })
-        .await
+        self.source
+            .write(&self.space, move |conn: &mut C, space| {
+                Box::pin(async move { ops::pin_on(conn, space, &name).await })
+            })
+            .await
     }
 
     async fn unpin(&self, name: &str) -> Res<bool> {
         let name = name.to_owned();
-        tx::write(&self.pool, &self.space, move |conn: &mut C, space| {
-            Box::pin(async move { ops::unpin_on(conn, space, &name).await })
-        })
-        .await
+        self.source
+            .write(&self.space, move |conn: &mut C, space| {
+                Box::pin(async move { ops::unpin_on(conn, space, &name).await })
+            })
+            .await
     }
 
     async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        ops::pinned_on(&mut *self.pool.acquire().await?, &self.space, name).await
+        ops::pinned_on(&mut *self.source.conn().await?, &self.space, name).await
     }
 
     async fn pins(&self) -> Res<Vec<Pin>> {
-        ops::pins_on(&mut *self.pool.acquire().await?, &self.space).await
-    }
-}
-
-impl<C: Dialect> PinStore for SqlTxStore<'_, C> {
-    async fn pin(&self, name: &str) -> Res<Pin> {
-        let name = name.to_owned();
-        self.write(move |conn, space| {
-            Box::pin(async move { ops::pin_on(conn, space, &name).await })
-        })
-        .await
-    }
-
-    async fn unpin(&self, name: &str) -> Res<bool> {
-        let name = name.to_owned();
-        self.write(move |conn, space| {
-            Box::pin(async move { ops::unpin_on(conn, space, &name).await })
-        })
-        .await
-    }
-
-    async fn pinned(&self, name: &str) -> Res<Option<Pin>> {
-        ops::pinned_on(&mut **self.conn.lock().await, &self.space, name).await
-    }
-
-    async fn pins(&self) -> Res<Vec<Pin>> {
-        ops::pins_on(&mut **self.conn.lock().await, &self.space).await
+        ops::pins_on(&mut *self.source.conn().await?, &self.space).await
     }
 }
 
@@ -564,31 +421,39 @@ impl<C: Dialect> BulkStore for SqlStore<C> {
 
     /// One `INSERT ... SELECT` when both handles share a pool.
     async fn copy_into(&self, at: ReadAt, target: &Self) -> Res<Option<ComputedNode>> {
-        if !self.same_pool(target) {
+        if !self.source.same(&target.source) {
             return Ok(None);
         }
         let src = self.space.clone();
-        tx::write(&self.pool, &target.space, move |conn: &mut C, target| {
-            Box::pin(async move { ops::copy_on(conn, &src, at, target).await })
-        })
+        tx::write(
+            &self.source.pool,
+            &target.space,
+            move |conn: &mut C, target| {
+                Box::pin(async move { ops::copy_on(conn, &src, at, target).await })
+            },
+        )
         .await
     }
 
     /// A rename of `staging`'s namespace row: constant time.
     async fn swap_in_from(&self, staging: &Self, expected: &ComputedNode) -> Res<bool> {
-        if !self.same_pool(staging) || self.space.name == staging.space.name {
+        if !self.source.same(&staging.source) || self.space.name == staging.space.name {
             return Ok(false);
         }
         let (from, expected) = (staging.space.clone(), *expected);
-        tx::write(&self.pool, &self.space, move |conn: &mut C, target| {
-            Box::pin(async move { ops::take_tree_on(conn, target, &from, &expected).await })
-        })
+        tx::write(
+            &self.source.pool,
+            &self.space,
+            move |conn: &mut C, target| {
+                Box::pin(async move { ops::take_tree_on(conn, target, &from, &expected).await })
+            },
+        )
         .await
     }
 
     /// A delete of the namespace's row, when vacant.
     async fn forget_if_vacant(&self) -> Res<bool> {
-        tx::write(&self.pool, &self.space, |conn: &mut C, space| {
+        tx::write(&self.source.pool, &self.space, |conn: &mut C, space| {
             Box::pin(async move { ops::forget_on(conn, space).await })
         })
         .await

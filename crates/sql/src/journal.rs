@@ -9,8 +9,10 @@ use sqlx::{AssertSqlSafe, SqlSafeStr};
 
 use super::dialect::{Arg, Dialect, fetch_optional};
 use super::error::{Res, SqlStoreError};
-use super::ops::{load_state, root_columns, state_for_write, version_from_sql, version_to_sql};
-use super::space::{NamespaceState, decode_root, sum_from_sql};
+use super::namespaces::{load_state, state_for_write};
+use super::space::{
+    NamespaceState, decode_root, root_columns, sum_from_sql, version_from_sql, version_to_sql,
+};
 use crate::hash::Hash;
 use crate::key::Key;
 use crate::leaf::Leaf;
@@ -30,14 +32,13 @@ async fn record_version<C: Dialect>(
     root: &ComputedNode,
 ) -> Res<()> {
     let (hash, sum) = root_columns(root);
-    space.counters.round_trip(1);
     let sql = format!(
         "INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
          VALUES ($1, $2, $3, $4, {}) ON CONFLICT (ns, version) DO NOTHING",
         C::UNIX_NOW
     );
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         AssertSqlSafe(sql).into_sql_str(),
         &[
             Arg::Int(id),
@@ -65,9 +66,8 @@ pub(crate) async fn enable_on<C: Dialect>(
             head_version,
         });
     }
-    space.counters.round_trip(1);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "UPDATE ms_smt_namespaces SET journal_from = version WHERE id = $1".into_sql_str(),
         &[Arg::Int(state.info.id)],
     )
@@ -86,21 +86,20 @@ pub(crate) async fn disable_on<C: Dialect>(conn: &mut C, space: &NamespaceState)
         return Ok(());
     };
     let id = Arg::Int(state.info.id);
-    space.counters.round_trip(3);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "UPDATE ms_smt_namespaces SET journal_from = NULL WHERE id = $1".into_sql_str(),
         &[id],
     )
     .await?;
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_changes WHERE ns = $1".into_sql_str(),
         &[id],
     )
     .await?;
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_versions WHERE ns = $1".into_sql_str(),
         &[id],
     )
@@ -118,15 +117,14 @@ pub(crate) async fn restart_on<C: Dialect>(
     id: i64,
     version: i64,
 ) -> Res<()> {
-    space.counters.round_trip(2);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "UPDATE ms_smt_namespaces SET journal_from = $2 WHERE id = $1".into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
     )
     .await?;
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_changes WHERE ns = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -142,9 +140,8 @@ async fn drop_versions_before<C: Dialect>(
     id: i64,
     version: i64,
 ) -> Res<()> {
-    space.counters.round_trip(1);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_versions WHERE ns = $1 AND version < $2".into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
     )
@@ -179,10 +176,9 @@ async fn root_of<C: Dialect>(
     id: i64,
     version: i64,
 ) -> Res<Option<ComputedNode>> {
-    space.counters.round_trip(1);
     let row: Option<(Option<Vec<u8>>, Option<i64>)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT root_hash, root_sum FROM ms_smt_versions WHERE ns = $1 AND version = $2"
             .into_sql_str(),
         &[Arg::Int(id), Arg::Int(version)],
@@ -235,10 +231,9 @@ pub(crate) async fn changes_on<C: Dialect>(
         return Ok(None);
     };
     let limit = limit.max(1);
-    space.counters.round_trip(1);
     let mut rows: Vec<ChangeRow> = conn
         .fetch_all(
-            space.reply_wait,
+            space.exchange(),
             "SELECT version, key, old_value, old_sum, new_value, new_sum FROM ms_smt_changes \
              WHERE ns = $1 AND version > $2 ORDER BY version, key LIMIT $3"
                 .into_sql_str(),
@@ -257,10 +252,9 @@ pub(crate) async fn changes_on<C: Dialect>(
         }
         // One version larger than the limit: it comes whole.
         Some(cut) => {
-            space.counters.round_trip(1);
             rows = conn
                 .fetch_all(
-                    space.reply_wait,
+                    space.exchange(),
                     "SELECT version, key, old_value, old_sum, new_value, new_sum \
                      FROM ms_smt_changes WHERE ns = $1 AND version = $2 ORDER BY key"
                         .into_sql_str(),
@@ -315,10 +309,9 @@ async fn later_leaves<C: Dialect>(
     after: i64,
     page: &[Change],
 ) -> Res<Vec<(Key, Leaf)>> {
-    space.counters.round_trip(1);
     let rows: Vec<(Vec<u8>, Vec<u8>, i64)> = conn
         .fetch_all(
-            space.reply_wait,
+            space.exchange(),
             "SELECT key, old_value, old_sum FROM ms_smt_changes \
              WHERE ns = $1 AND version > $2 ORDER BY version, key"
                 .into_sql_str(),
@@ -348,12 +341,11 @@ pub(crate) async fn version_of_on<C: Dialect>(
     let Some(from) = state.journal else {
         return Ok(None);
     };
-    space.counters.round_trip(1);
     let id = Arg::Int(state.info.id);
     let row: Option<(Option<i64>,)> = if *root == ComputedNode::empty_root().hash {
         fetch_optional(
             conn,
-            space.reply_wait,
+            space.exchange(),
             "SELECT MAX(version) FROM ms_smt_versions \
              WHERE ns = $1 AND root_hash IS NULL AND version >= $2"
                 .into_sql_str(),
@@ -363,7 +355,7 @@ pub(crate) async fn version_of_on<C: Dialect>(
     } else {
         fetch_optional(
             conn,
-            space.reply_wait,
+            space.exchange(),
             "SELECT MAX(version) FROM ms_smt_versions \
              WHERE ns = $1 AND root_hash = $2 AND version >= $3"
                 .into_sql_str(),
@@ -395,14 +387,13 @@ pub(crate) async fn prune_on<C: Dialect>(
     }
     if let Some(age) = retention.age {
         let secs = i64::try_from(age.as_secs()).unwrap_or(i64::MAX);
-        space.counters.round_trip(1);
         let sql = format!(
             "SELECT MAX(version) FROM ms_smt_versions WHERE ns = $1 AND at < {} - $2",
             C::UNIX_NOW
         );
         let row: Option<(Option<i64>,)> = fetch_optional(
             conn,
-            space.reply_wait,
+            space.exchange(),
             AssertSqlSafe(sql).into_sql_str(),
             &[Arg::Int(id), Arg::Int(secs)],
         )
@@ -412,10 +403,9 @@ pub(crate) async fn prune_on<C: Dialect>(
         }
     }
     if let Some(keep) = retention.changes {
-        space.counters.round_trip(1);
         let row: Option<(i64,)> = fetch_optional(
             conn,
-            space.reply_wait,
+            space.exchange(),
             "SELECT version FROM ms_smt_changes WHERE ns = $1 \
              ORDER BY version DESC LIMIT 1 OFFSET $2"
                 .into_sql_str(),
@@ -426,10 +416,9 @@ pub(crate) async fn prune_on<C: Dialect>(
             cut = cut.max(v);
         }
     }
-    space.counters.round_trip(1);
     let oldest_pin: Option<(Option<i64>,)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT MIN(version) FROM ms_smt_pins WHERE ns = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -441,16 +430,15 @@ pub(crate) async fn prune_on<C: Dialect>(
     if cut <= from {
         return Ok(0);
     }
-    space.counters.round_trip(2);
     let removed = conn
         .execute(
-            space.reply_wait,
+            space.exchange(),
             "DELETE FROM ms_smt_changes WHERE ns = $1 AND version <= $2".into_sql_str(),
             &[Arg::Int(id), Arg::Int(cut)],
         )
         .await?;
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "UPDATE ms_smt_namespaces SET journal_from = $2 WHERE id = $1".into_sql_str(),
         &[Arg::Int(id), Arg::Int(cut)],
     )

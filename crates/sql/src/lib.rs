@@ -17,6 +17,11 @@
 //! ```
 #![warn(missing_docs)]
 
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!(
+    "ms-smt-sql needs an engine: its feature `sqlite`, `postgres` or both (the default)"
+);
+
 // The vocabulary of the crates below, at the paths the stores have always
 // used (`crate::key::Key`, `crate::store::TreeStore`, ...).
 use ms_smt::store;
@@ -25,6 +30,7 @@ use ms_smt_descent as descent;
 use ms_smt_descent::{hash, layout, lift};
 
 mod audit;
+mod commit_token;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod database;
 mod dialect;
@@ -38,51 +44,49 @@ mod failpoint;
 mod forest;
 mod handle;
 mod journal;
+mod ledger;
 mod listing;
 mod locked;
 mod migrations;
+mod namespaces;
 mod ops;
-#[cfg(feature = "sqlite")]
-mod packed;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod reads;
-#[cfg(feature = "postgres")]
-mod replica;
 mod reply_wait;
+mod rows;
 mod savepoint;
 mod schema;
-#[cfg(feature = "postgres")]
-mod snapshot;
+mod several;
+mod source;
 mod space;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub mod strata;
-mod token;
 mod tx;
 
 pub use audit::{RowAudit, RowSink};
+pub use commit_token::CommitToken;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use database::{Access, CONNECT_TIMEOUT, Database, DatabaseError, DatabaseSpec};
 pub use dialect::{Arg, Dialect, FromPg, FromSqlite, Shared};
 pub use error::SqlStoreError;
 pub use forest::SqlTxForest;
-pub use handle::{SqlStore, SqlTxStore};
+pub use handle::{SqlHandle, SqlStore, SqlTxStore};
 pub use listing::{
     LeafCount, LeafRecount, NamespaceDamage, NamespaceListing, NamespaceSummary, RecountProblem,
-    SchemaState,
 };
 pub use migrations::{Migration, MigrationSet, Step, TREE_SCHEMA, checksum, hex32};
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresTxStore, STALE_CHECK_AFTER};
-#[cfg(feature = "postgres")]
-pub use replica::{DEFAULT_STANDBY_WAIT, OnLag, ReplicaSet};
+pub use postgres::{
+    DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore, ReadSnapshot, ReplicaSet,
+    STALE_CHECK_AFTER, ServedBy,
+};
 #[cfg(feature = "postgres")]
 pub use reply_wait::DEFAULT_POSTGRES_REPLY_WAIT;
-pub use reply_wait::ReplyWait;
-#[cfg(feature = "postgres")]
-pub use snapshot::{ReadSnapshot, ServedBy};
+pub use reply_wait::{Exchange, ReplyWait};
+pub use schema::SchemaState;
+pub use source::{CallerTx, Pooled};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTxStore};
 pub use strata::{DEFAULT_STRATUM_HEIGHT, StrataError, StratumHeight};
-pub use token::CommitToken;

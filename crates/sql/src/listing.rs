@@ -18,11 +18,11 @@ use super::dialect::{Arg, Dialect, begin_write_by, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::handle::SqlStore;
 use super::migrations::MigrationSet;
-use super::ops::version_from_sql;
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
 use super::reply_wait::ReplyWait;
-use super::schema;
-use super::space::{NamespaceState, NsInfo, SCAN_PAGE, decode_root};
+use super::rows::{ListingRow, NamespaceHead};
+use super::schema::{self, SchemaState};
+use super::space::{NamespaceState, NsInfo, SCAN_PAGE, decode_root, version_from_sql};
 use super::tx::TxConnection;
 use crate::hash::Hash;
 use crate::node::ComputedNode;
@@ -125,26 +125,6 @@ pub enum NamespaceDamage {
     },
 }
 
-/// How a database's schema stands against the one this crate writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemaState {
-    /// No `ms_smt_migrations` ledger: this crate never migrated it.
-    Missing,
-    /// Migrated to `found`, older than this crate's (a
-    /// [`migrate`](SqlStore::migrate) upgrades it).
-    Older {
-        /// The newest version applied.
-        found: i64,
-    },
-    /// The schema this crate writes.
-    Current,
-    /// Migrated by a newer release than this crate.
-    Newer {
-        /// The newest version applied.
-        found: i64,
-    },
-}
-
 /// What counting one namespace's leaves found
 /// ([`SqlStore::count_leaves`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,22 +155,6 @@ pub enum RecountProblem {
     Replaced,
 }
 
-/// A namespace row as listed: name, id, height, root hash and sum,
-/// version, pin count, leaf count, the version its count started at when
-/// it is still to be counted, and the root row's body.
-type ListingRow = (
-    String,
-    i64,
-    i64,
-    Option<Vec<u8>>,
-    Option<i64>,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    Option<Vec<u8>>,
-);
-
 /// The listing's statement; `$1` is the empty path (the root row's).
 const LISTING: &str = "SELECT n.name, n.id, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, \
      n.version, (SELECT COUNT(*) FROM ms_smt_pins p WHERE p.ns = n.id), n.leaves, \
@@ -215,8 +179,8 @@ impl<C: Dialect> SqlStore<C> {
     /// [`schema_state`](Self::schema_state) of another crate's migration
     /// set in this database (the server's access tokens, say).
     pub async fn schema_state_of(&self, set: &MigrationSet) -> Res<SchemaState> {
-        let mut conn = self.pool.acquire().await?;
-        schema::state(&mut *conn, self.space.reply_wait, set).await
+        let mut conn = self.source.pool.acquire().await?;
+        schema::state(&mut *conn, self.space.exchange(), set).await
     }
 
     /// Every namespace of the database, by name, in one statement whatever
@@ -234,18 +198,18 @@ impl<C: Dialect> SqlStore<C> {
     }
 
     async fn list(&self, name: Option<&str>) -> Res<Vec<NamespaceListing>> {
-        let wait = self.space.reply_wait;
-        let mut conn = self.pool.acquire().await?;
+        let ex = self.space.exchange();
+        let mut conn = self.source.pool.acquire().await?;
         let rows: Vec<ListingRow> = match name {
             Some(name) => {
                 // Our constant and a placeholder only (the name is bound).
                 let sql = AssertSqlSafe(format!("{LISTING} WHERE n.name = $2")).into_sql_str();
-                conn.fetch_all(wait, sql, &[Arg::Bytes(&[]), Arg::Text(name)])
+                conn.fetch_all(ex, sql, &[Arg::Bytes(&[]), Arg::Text(name)])
                     .await?
             }
             None => {
                 let sql = AssertSqlSafe(format!("{LISTING} ORDER BY n.name")).into_sql_str();
-                conn.fetch_all(wait, sql, &[Arg::Bytes(&[])]).await?
+                conn.fetch_all(ex, sql, &[Arg::Bytes(&[])]).await?
             }
         };
         Ok(rows.into_iter().map(listed).collect())
@@ -264,11 +228,12 @@ impl<C: Dialect> SqlStore<C> {
     /// others are counted. Returns one entry per namespace it counted.
     pub async fn count_leaves(&self, progress: &ProgressSink) -> Res<Vec<LeafRecount>> {
         let uncounted: Vec<(String,)> = self
+            .source
             .pool
             .acquire()
             .await?
             .fetch_all(
-                self.space.reply_wait,
+                self.space.exchange(),
                 "SELECT name FROM ms_smt_namespaces WHERE leaves_since IS NOT NULL ORDER BY name"
                     .into_sql_str(),
                 &[],
@@ -303,15 +268,15 @@ impl<C: Dialect> SqlStore<C> {
         space: &NamespaceState,
         meter: &mut ms_smt::Meter,
     ) -> Res<Result<Option<Counted>, RecountProblem>> {
-        let wait = self.space.reply_wait;
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = C::bounded_by(wait, conn.conn().begin()).await?;
+        let ex = self.space.exchange();
+        let mut conn = TxConnection::acquire(&self.source.pool).await?;
+        let mut tx = C::exchange(ex, conn.conn().begin()).await?;
         if let Some(sql) = C::SNAPSHOT {
-            tx.execute(wait, sql.into_sql_str(), &[]).await?;
+            tx.execute(ex, sql.into_sql_str(), &[]).await?;
         }
         let row: Option<CountRow> = fetch_optional(
             &mut *tx,
-            wait,
+            ex,
             "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, leaves, leaves_since \
                  FROM ms_smt_namespaces WHERE name = $1"
                 .into_sql_str(),
@@ -319,7 +284,7 @@ impl<C: Dialect> SqlStore<C> {
         )
         .await?;
         let Some((id, height, hash, sum, changes, Some(since))) = row else {
-            C::bounded_by(wait, tx.commit()).await?;
+            C::exchange(ex, tx.commit()).await?;
             conn.release();
             return Ok(Ok(None));
         };
@@ -349,7 +314,7 @@ impl<C: Dialect> SqlStore<C> {
                 let row = match Row::decode(key.depth, height, body) {
                     Ok(row) => row,
                     Err(e) => {
-                        C::bounded_by(wait, tx.commit()).await?;
+                        C::exchange(ex, tx.commit()).await?;
                         conn.release();
                         return Ok(Err(RecountProblem::Row(e)));
                     }
@@ -371,7 +336,7 @@ impl<C: Dialect> SqlStore<C> {
                 None => break,
             }
         }
-        C::bounded_by(wait, tx.commit()).await?;
+        C::exchange(ex, tx.commit()).await?;
         conn.release();
         if total != root.sum {
             return Ok(Err(RecountProblem::Sum {
@@ -396,16 +361,16 @@ impl<C: Dialect> SqlStore<C> {
         space: &NamespaceState,
         counted: Counted,
     ) -> Res<Result<u64, RecountProblem>> {
-        let wait = self.space.reply_wait;
-        let mut conn = TxConnection::acquire(&self.pool).await?;
-        let mut tx = begin_write_by(conn.conn(), wait).await?;
+        let ex = self.space.exchange();
+        let mut conn = TxConnection::acquire(&self.source.pool).await?;
+        let mut tx = begin_write_by(conn.conn(), ex).await?;
         tx.lock_namespace(space).await?;
         let base = i64::try_from(counted.leaves)
             .unwrap_or(i64::MAX)
             .saturating_sub(counted.changes);
         let now: Option<(i64,)> = fetch_optional(
             &mut *tx,
-            wait,
+            ex,
             "UPDATE ms_smt_namespaces SET leaves = leaves + $1, leaves_since = NULL \
              WHERE id = $2 AND leaves_since = $3 RETURNING leaves"
                 .into_sql_str(),
@@ -416,7 +381,7 @@ impl<C: Dialect> SqlStore<C> {
             ],
         )
         .await?;
-        C::bounded_by(wait, tx.commit()).await?;
+        C::exchange(ex, tx.commit()).await?;
         conn.release();
         Ok(match now {
             Some((n,)) => Ok(u64::try_from(n).unwrap_or(0)),
@@ -442,16 +407,29 @@ struct Counted {
 
 /// A listed row, checked.
 fn listed(row: ListingRow) -> NamespaceListing {
-    let name = row.0.clone();
+    let name = row.head.name.clone();
     NamespaceListing {
         summary: summary(row),
         name,
     }
 }
 
-fn summary(
-    (name, _id, height, hash, sum, version, pins, leaves, since, root_row): ListingRow,
-) -> Result<NamespaceSummary, NamespaceDamage> {
+fn summary(row: ListingRow) -> Result<NamespaceSummary, NamespaceDamage> {
+    let ListingRow {
+        head:
+            NamespaceHead {
+                name,
+                height,
+                root_hash: hash,
+                root_sum: sum,
+                version,
+                ..
+            },
+        pins,
+        leaves,
+        leaves_since: since,
+        root_row,
+    } = row;
     let stratum_height = u8::try_from(height)
         .ok()
         .and_then(StratumHeight::new)
@@ -508,11 +486,11 @@ fn check_root_row(
 }
 
 /// The names of every namespace of the database on `conn`, sorted (a
-/// caller's-transaction forest's: the default reply wait).
+/// caller's-transaction forest's: the default reply ex).
 pub(crate) async fn names_on<C: Dialect>(conn: &mut C) -> Res<Vec<String>> {
     let rows: Vec<(String,)> = conn
         .fetch_all(
-            ReplyWait::Default,
+            ReplyWait::Default.into(),
             "SELECT name FROM ms_smt_namespaces ORDER BY name".into_sql_str(),
             &[],
         )

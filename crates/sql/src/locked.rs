@@ -6,8 +6,8 @@ use tokio::sync::Mutex;
 
 use super::dialect::Dialect;
 use super::error::{Res, SqlStoreError};
-use super::forest::{commit_in, owned_parts, owned_walks, roots_on, walk_on};
 use super::handle::SqlStore;
+use super::several::{commit_in, owned_parts, owned_walks, roots_on, walk_on};
 use super::space::NamespaceState;
 use super::tx::OwnedTx;
 use crate::hash::Hash;
@@ -44,7 +44,7 @@ impl<C: Dialect> LockedSql<C> {
         if let Some(tx) = self.tx.into_inner() {
             // Nothing was written through it: the outcome is the same
             // whether the ROLLBACK or the closed connection ends it.
-            let _ = tx.rollback().await;
+            let _ = tx.rollback(self.store.space.exchange()).await;
         }
     }
 
@@ -73,7 +73,7 @@ impl<C: Dialect> ForestStore for LockedSql<C> {
     }
 
     async fn load_roots(&self, trees: &[&SqlStore<C>]) -> Res<Vec<ComputedNode>> {
-        self.store.check_pools(trees.iter().copied())?;
+        self.store.check_same(trees.iter().copied())?;
         let spaces: Vec<std::sync::Arc<NamespaceState>> =
             trees.iter().map(|t| t.space.clone()).collect();
         self.with_conn(move |conn| {
@@ -91,10 +91,10 @@ impl<C: Dialect> ForestStore for LockedSql<C> {
         &self,
         reads: &[PathRead<'_, SqlStore<C>>],
     ) -> Res<Vec<Vec<(Hash, Node)>>> {
-        self.store.check_pools(reads.iter().map(|r| r.tree))?;
+        self.store.check_same(reads.iter().map(|r| r.tree))?;
         let walks = owned_walks(reads, |t| &t.space);
         let starts: usize = walks.iter().map(|w| w.1.len()).sum();
-        let guard = C::walk_needs_guard(self.store.jit_off, starts);
+        let guard = C::walk_needs_guard(self.store.source.jit_off, starts);
         self.with_conn(move |conn| Box::pin(async move { walk_on(conn, &walks, guard).await }))
             .await
     }
@@ -102,7 +102,7 @@ impl<C: Dialect> ForestStore for LockedSql<C> {
     /// The parts applied and the locked transaction committed, on a task of
     /// its own ([`commit_in`]), as the pool store commits.
     async fn commit_trees(&self, updates: &[TreeUpdate<'_, SqlStore<C>>]) -> Res<ForestCommit> {
-        self.store.check_pools(updates.iter().map(|u| u.tree))?;
+        self.store.check_same(updates.iter().map(|u| u.tree))?;
         let Some(first) = updates.first() else {
             return Ok(ForestCommit::Committed);
         };

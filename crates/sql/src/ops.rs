@@ -4,12 +4,14 @@
 
 use sqlx::SqlSafeStr;
 
-use std::collections::HashMap;
-
 use super::dialect::{Arg, CommitRows, Dialect, RowRead, fetch_optional};
 use super::error::{Res, SqlStoreError};
+use super::namespaces::{load_state, state_for_write, states_for_write};
 use super::reads::{PAST_EVERY_PATH, rows_after_on};
-use super::space::{NamespaceState, NsInfo, NsState, SCAN_PAGE, decode_root, merge, sum_to_sql};
+use super::space::{
+    NamespaceState, NsInfo, NsState, SCAN_PAGE, decode_root, merge, root_columns, version_from_sql,
+    version_to_sql,
+};
 use crate::audit::RowSink;
 use crate::descent::UpdateBatch;
 use crate::node::ComputedNode;
@@ -17,142 +19,8 @@ use crate::store::{ForestCommit, ReadAt};
 use crate::strata::{self, StratumHeight};
 use ms_smt::store::Pin;
 
-/// A namespace row: id, height, root hash and sum (both NULL when empty),
-/// version, and the newest pinned version.
-/// A namespace row: id, height, root hash and sum, version, newest pinned
-/// version, and the version its change journal starts at (NULL: off).
-type NamespaceRow = (
-    i64,
-    i64,
-    Option<Vec<u8>>,
-    Option<i64>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
 /// A pin row: name, version, root hash and sum (NULL for an empty tree).
 type PinRow = (String, i64, Option<Vec<u8>>, Option<i64>);
-
-/// The namespace's row (`None` when it does not exist), refreshing the
-/// handle's id and height.
-pub(crate) async fn load_state<C: Dialect>(
-    conn: &mut C,
-    space: &NamespaceState,
-) -> Res<Option<NsState>> {
-    space.counters.round_trip(1);
-    let row: Option<NamespaceRow> = fetch_optional(
-        conn,
-        space.reply_wait,
-        "SELECT id, CAST(height AS BIGINT), root_hash, root_sum, version, \
-            (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
-         FROM ms_smt_namespaces n WHERE name = $1"
-            .into_sql_str(),
-        &[Arg::Text(&space.name)],
-    )
-    .await?;
-    ns_state(space, row)
-}
-
-/// Decodes a namespace row (`None`: no such namespace) and refreshes the
-/// handle's id and height with it.
-fn ns_state(space: &NamespaceState, row: Option<NamespaceRow>) -> Res<Option<NsState>> {
-    let Some((id, height, hash, sum, version, max_pin, journal)) = row else {
-        space.info.set(None);
-        return Ok(None);
-    };
-    let height = u8::try_from(height)
-        .ok()
-        .and_then(StratumHeight::new)
-        .ok_or(SqlStoreError::StratumHeight(height))?;
-    let info = NsInfo { id, height };
-    space.info.set(Some(info));
-    Ok(Some(NsState {
-        info,
-        root: decode_root(&space.name, hash.zip(sum))?,
-        version,
-        max_pin,
-        journal,
-    }))
-}
-
-/// The rows of several namespaces (each `None` when it does not exist),
-/// in order, in one statement; refreshes each handle's id and height.
-pub(crate) async fn load_states<C: Dialect>(
-    conn: &mut C,
-    spaces: &[&NamespaceState],
-) -> Res<Vec<Option<NsState>>> {
-    if let [space] = spaces {
-        return Ok(vec![load_state(conn, space).await?]);
-    }
-    let mut rows: HashMap<String, NamespaceRow> = conn
-        .namespace_rows(spaces)
-        .await?
-        .into_iter()
-        .map(|(name, id, h, hash, sum, v, pin, j)| (name, (id, h, hash, sum, v, pin, j)))
-        .collect();
-    spaces
-        .iter()
-        .map(|space| ns_state(space, rows.remove(&*space.name)))
-        .collect()
-}
-
-/// The namespace's root, learning its id and height on the way.
-pub(crate) async fn load_root<C: Dialect>(
-    conn: &mut C,
-    space: &NamespaceState,
-) -> Res<ComputedNode> {
-    Ok(load_state(conn, space)
-        .await?
-        .map_or_else(ComputedNode::empty_root, |s| s.root))
-}
-
-/// The namespace's id and height for a read (the handle's last sight of
-/// it, else its row); `None` when it does not exist.
-pub(crate) async fn namespace<C: Dialect>(
-    conn: &mut C,
-    space: &NamespaceState,
-) -> Res<Option<NsInfo>> {
-    match space.info.get() {
-        Some(info) => Ok(Some(info)),
-        None => Ok(load_state(conn, space).await?.map(|s| s.info)),
-    }
-}
-
-/// The namespace's row inside a write transaction, created if missing.
-pub(crate) async fn state_for_write<C: Dialect>(
-    conn: &mut C,
-    space: &NamespaceState,
-) -> Res<NsState> {
-    let mut states = states_for_write(conn, &[space]).await?;
-    states.pop().ok_or(SqlStoreError::NamespaceVanished)
-}
-
-/// The rows of several namespaces inside a write transaction, in order,
-/// the missing ones created (one statement for all of them).
-async fn states_for_write<C: Dialect>(
-    conn: &mut C,
-    spaces: &[&NamespaceState],
-) -> Res<Vec<NsState>> {
-    let mut states = load_states(conn, spaces).await?;
-    let missing: Vec<&NamespaceState> = spaces
-        .iter()
-        .zip(&states)
-        .filter(|(_, s)| s.is_none())
-        .map(|(space, _)| *space)
-        .collect();
-    if !missing.is_empty() {
-        conn.create_namespaces(&missing).await?;
-        let mut created = load_states(conn, &missing).await?.into_iter();
-        for state in states.iter_mut().filter(|s| s.is_none()) {
-            *state = created.next().flatten();
-        }
-    }
-    states
-        .into_iter()
-        .map(|s| s.ok_or(SqlStoreError::NamespaceVanished))
-        .collect()
-}
 
 /// One namespace's part of a commit of several.
 #[derive(Debug, Clone, Copy)]
@@ -276,23 +144,6 @@ fn decode_pin(space: &NamespaceState, (name, version, hash, sum): PinRow) -> Res
     })
 }
 
-/// A version as SQL's signed integer (versions count commits; they never
-/// reach 2^63).
-pub(crate) fn version_to_sql(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn version_from_sql(v: i64) -> Res<u64> {
-    u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
-}
-
-/// A root as the (hash, sum) columns: both NULL for the empty tree.
-pub(crate) fn root_columns(root: &ComputedNode) -> (Option<&[u8]>, Option<i64>) {
-    (*root != ComputedNode::empty_root())
-        .then(|| (&root.hash.0[..], sum_to_sql(root.sum)))
-        .unzip()
-}
-
 /// Pins the current root under `name` inside a write transaction.
 pub(crate) async fn pin_on<C: Dialect>(
     conn: &mut C,
@@ -302,17 +153,16 @@ pub(crate) async fn pin_on<C: Dialect>(
     conn.lock_namespace(space).await?;
     let state = state_for_write(conn, space).await?;
     let id = state.info.id;
-    space.counters.round_trip(2);
     let replaced: Option<(i64,)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT version FROM ms_smt_pins WHERE ns = $1 AND name = $2".into_sql_str(),
         &[Arg::Int(id), Arg::Text(name)],
     )
     .await?;
     let (hash, sum) = root_columns(&state.root);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "INSERT INTO ms_smt_pins (ns, name, version, root_hash, root_sum) \
          VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (ns, name) DO UPDATE SET version = excluded.version, \
@@ -347,10 +197,9 @@ pub(crate) async fn unpin_on<C: Dialect>(
     let Some(info) = load_state(conn, space).await?.map(|s| s.info) else {
         return Ok(false);
     };
-    space.counters.round_trip(1);
     let removed: Option<(i64,)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_pins WHERE ns = $1 AND name = $2 RETURNING version".into_sql_str(),
         &[Arg::Int(info.id), Arg::Text(name)],
     )
@@ -371,9 +220,8 @@ async fn release_version<C: Dialect>(
     ns: i64,
     version: i64,
 ) -> Res<()> {
-    space.counters.round_trip(1);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_history AS h WHERE h.ns = $1 \
            AND h.from_version <= $2 AND h.to_version > $2 \
            AND NOT EXISTS (SELECT 1 FROM ms_smt_pins p WHERE p.ns = $1 \
@@ -391,10 +239,9 @@ pub(crate) async fn pinned_on<C: Dialect>(
     space: &NamespaceState,
     name: &str,
 ) -> Res<Option<Pin>> {
-    space.counters.round_trip(1);
     let row: Option<PinRow> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
          JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 AND p.name = $2"
             .into_sql_str(),
@@ -406,10 +253,9 @@ pub(crate) async fn pinned_on<C: Dialect>(
 
 /// Every pin of the namespace, oldest version first.
 pub(crate) async fn pins_on<C: Dialect>(conn: &mut C, space: &NamespaceState) -> Res<Vec<Pin>> {
-    space.counters.round_trip(1);
     let rows: Vec<PinRow> = conn
         .fetch_all(
-            space.reply_wait,
+            space.exchange(),
             "SELECT p.name, p.version, p.root_hash, p.root_sum FROM ms_smt_pins p \
              JOIN ms_smt_namespaces n ON n.id = p.ns WHERE n.name = $1 \
              ORDER BY p.version, p.name"
@@ -531,11 +377,10 @@ pub(crate) async fn copy_on<C: Dialect>(
         .await?;
         return Ok(Some(root));
     };
-    target.counters.round_trip(1);
     let copied = match at {
         ReadAt::Current => {
             conn.execute(
-                target.reply_wait,
+                target.exchange(),
                 "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
                  SELECT $1, path, depth, body, $3 FROM ms_smt_strata WHERE ns = $2 \
                  ORDER BY path, depth"
@@ -550,7 +395,7 @@ pub(crate) async fn copy_on<C: Dialect>(
         }
         ReadAt::Version(v) => {
             conn.execute(
-                target.reply_wait,
+                target.exchange(),
                 "INSERT INTO ms_smt_strata (ns, path, depth, body, version) \
                  SELECT $1, path, depth, body, $3 FROM ( \
                      SELECT path, depth, body FROM ms_smt_strata \
@@ -601,10 +446,9 @@ async fn root_at_version<C: Dialect>(
     if version_to_sql(version) == state.version {
         return Ok(state.root);
     }
-    space.counters.round_trip(1);
     let row: Option<(Option<Vec<u8>>, Option<i64>)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT root_hash, root_sum FROM ms_smt_pins WHERE ns = $1 AND version = $2 \
          LIMIT 1"
             .into_sql_str(),
@@ -634,9 +478,8 @@ pub(crate) async fn forget_on<C: Dialect>(conn: &mut C, space: &NamespaceState) 
 /// it: a vacant namespace has no rows and no pins, and without pins no
 /// history is kept.
 async fn delete_vacant_row<C: Dialect>(conn: &mut C, space: &NamespaceState, id: i64) -> Res<()> {
-    space.counters.round_trip(1);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "DELETE FROM ms_smt_namespaces WHERE id = $1".into_sql_str(),
         &[Arg::Int(id)],
     )
@@ -652,10 +495,9 @@ async fn vacant<C: Dialect>(conn: &mut C, space: &NamespaceState, state: &NsStat
     {
         return Ok(false);
     }
-    space.counters.round_trip(1);
     let rows: Option<(bool,)> = fetch_optional(
         conn,
-        space.reply_wait,
+        space.exchange(),
         "SELECT EXISTS (SELECT 1 FROM ms_smt_strata WHERE ns = $1)".into_sql_str(),
         &[Arg::Int(state.info.id)],
     )
@@ -694,9 +536,8 @@ async fn set_root<C: Dialect>(
         Copied::From(src) => (Some(src), 0),
         Copied::Uncounted => (None, 1),
     };
-    space.counters.round_trip(1);
     conn.execute(
-        space.reply_wait,
+        space.exchange(),
         "UPDATE ms_smt_namespaces SET root_hash = $1, root_sum = $2, version = $3, \
              height = COALESCE($4, height), \
              leaves = COALESCE((SELECT s.leaves FROM ms_smt_namespaces s WHERE s.id = $6), 0), \
@@ -743,9 +584,8 @@ pub(crate) async fn take_tree_on<C: Dialect>(
         version = to.version.saturating_add(1).max(from.version);
         delete_vacant_row(conn, target, to.info.id).await?;
     }
-    target.counters.round_trip(1);
     conn.execute(
-        target.reply_wait,
+        target.exchange(),
         "UPDATE ms_smt_namespaces SET name = $1, version = $2 WHERE id = $3".into_sql_str(),
         &[
             Arg::Text(&target.name),

@@ -21,8 +21,8 @@ use sqlx::SqlSafeStr;
 
 use super::dialect::{Arg, Dialect, PathWalk, RowRead};
 use super::error::Res;
-use super::ops::{namespace, version_to_sql};
-use super::space::{NamespaceState, NsInfo, PAST_EVERY_DEPTH, keyed_rows};
+use super::namespaces::namespace;
+use super::space::{NamespaceState, NsInfo, PAST_EVERY_DEPTH, keyed_rows, version_to_sql};
 use crate::hash::Hash;
 use crate::key::{Key, MAX_LEVEL};
 use crate::node::Node;
@@ -66,7 +66,6 @@ pub(crate) async fn rows_after_on<C: Dialect>(
     before: &[u8],
     limit: usize,
 ) -> Res<Vec<(RowKey, Vec<u8>)>> {
-    space.counters.round_trip(1);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let args = [
         Arg::Int(info.id),
@@ -80,7 +79,7 @@ pub(crate) async fn rows_after_on<C: Dialect>(
         // Postgres then returns the index order.
         ReadAt::Current => {
             conn.fetch_all(
-                space.reply_wait,
+                space.exchange(),
                 "SELECT path, CAST(depth AS BIGINT), body FROM ms_smt_strata \
                  WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \
                  ORDER BY path, ms_smt_strata.depth LIMIT $5"
@@ -94,7 +93,7 @@ pub(crate) async fn rows_after_on<C: Dialect>(
             let mut args = args.to_vec();
             args.push(Arg::Int(version_to_sql(v)));
             conn.fetch_all(
-                space.reply_wait,
+                space.exchange(),
                 "SELECT path, CAST(depth AS BIGINT), body FROM ( \
                      SELECT * FROM (SELECT path, depth, body FROM ms_smt_strata \
                          WHERE ns = $1 AND (path, depth) > ($2, $3) AND path < $4 \

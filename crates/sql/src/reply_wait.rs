@@ -36,6 +36,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::error::{Res, SqlStoreError};
+use crate::store::Counters;
 
 /// The default bound on a Postgres reply: 120 s. Far below "forever", and
 /// above the longest single statement of a large batch: one `insert_many`
@@ -63,6 +64,56 @@ impl ReplyWait {
             ReplyWait::Default => Some(DEFAULT_POSTGRES_REPLY_WAIT),
             ReplyWait::Own(wait) => wait,
         }
+    }
+}
+
+/// One exchange with the server (a statement, `BEGIN`, `COMMIT`,
+/// `ROLLBACK`): the bound on its reply and the counters it is counted in
+/// (a handle's, [`NamespaceState::exchange`](crate::space::NamespaceState::exchange);
+/// none for the crate's own bookkeeping, such as a migration). Every
+/// statement of the stores is sent as one ([`Dialect::exchange`](crate::Dialect::exchange)),
+/// so every round trip is counted where it is sent, and only there.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange<'a> {
+    wait: ReplyWait,
+    counters: Option<&'a Counters>,
+}
+
+impl Exchange<'static> {
+    /// An exchange under `wait`, counted nowhere.
+    pub fn uncounted(wait: ReplyWait) -> Self {
+        Exchange {
+            wait,
+            counters: None,
+        }
+    }
+}
+
+impl<'a> Exchange<'a> {
+    /// An exchange under `wait`, counted in `counters`.
+    pub fn counted(wait: ReplyWait, counters: &'a Counters) -> Self {
+        Exchange {
+            wait,
+            counters: Some(counters),
+        }
+    }
+
+    /// The bound on its reply.
+    pub fn wait(self) -> ReplyWait {
+        self.wait
+    }
+
+    /// Counts it as sent: one round trip of one statement.
+    pub(crate) fn sent(self) {
+        if let Some(counters) = self.counters {
+            counters.round_trip(1);
+        }
+    }
+}
+
+impl From<ReplyWait> for Exchange<'static> {
+    fn from(wait: ReplyWait) -> Self {
+        Exchange::uncounted(wait)
     }
 }
 

@@ -39,26 +39,27 @@ use tracing::{Instrument, Span};
 use super::dialect::{Arg, Dialect, begin_write_by, fetch_optional};
 use super::error::{Res, SqlStoreError};
 use super::migrations::{Migration, MigrationSet, Step};
-use super::reply_wait::ReplyWait;
+use super::reply_wait::{Exchange, ReplyWait};
 use ms_smt::{ProgressOperation, ProgressSink};
 
-/// The statements that make and grow an engine's ledger.
-#[derive(Debug, Clone, Copy)]
-pub struct LedgerSql {
-    /// Creates the ledger, in its current shape, if missing.
-    pub create: &'static str,
-    /// One row `(1)` when the ledger exists, none otherwise (so a
-    /// read-only check can tell a database this crate never migrated).
-    pub exists: &'static str,
-    /// One row `(1)` when the ledger has its `checksum` column.
-    pub has_checksums: &'static str,
-    /// Adds the `checksum` column to a ledger without one.
-    pub add_checksums: &'static str,
-    /// One row `(1)` when the ledger has its `migration_set` column.
-    pub has_sets: &'static str,
-    /// Gives a ledger without sets its `migration_set` column (its rows
-    /// the tree schema's) and its (set, version) key.
-    pub add_sets: &'static str,
+/// How a database's schema stands against the one this crate writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaState {
+    /// No `ms_smt_migrations` ledger: this crate never migrated it.
+    Missing,
+    /// Migrated to `found`, older than this crate's (a
+    /// [`migrate`](crate::SqlStore::migrate) upgrades it).
+    Older {
+        /// The newest version applied.
+        found: i64,
+    },
+    /// The schema this crate writes.
+    Current,
+    /// Migrated by a newer release than this crate.
+    Newer {
+        /// The newest version applied.
+        found: i64,
+    },
 }
 
 /// The newest version of `list`.
@@ -67,7 +68,7 @@ fn newest(list: &[Migration]) -> i64 {
 }
 
 /// Creates or upgrades `set`'s tables on `pool` (see the module docs),
-/// each round trip bounded by `wait`, in a `schema_upgrade` span (INFO),
+/// each round trip bounded by `ex`, in a `schema_upgrade` span (INFO),
 /// reporting the versions applied to `progress`
 /// ([`ProgressOperation::SchemaUpgrade`]).
 pub(crate) async fn migrate<C: Dialect>(
@@ -76,6 +77,8 @@ pub(crate) async fn migrate<C: Dialect>(
     wait: ReplyWait,
     progress: &ProgressSink,
 ) -> Res<()> {
+    // The crate's own bookkeeping: counted in no handle's counters.
+    let ex = Exchange::uncounted(wait);
     let list = C::migrations(set);
     let span = tracing::info_span!(
         target: "ms_smt",
@@ -87,7 +90,7 @@ pub(crate) async fn migrate<C: Dialect>(
         steps = Empty,
         applied = Empty,
     );
-    let out = upgrade::<C>(pool, set, wait, progress)
+    let out = upgrade::<C>(pool, set, ex, progress)
         .instrument(span.clone())
         .await;
     let (outcome, error) = match &out {
@@ -99,13 +102,13 @@ pub(crate) async fn migrate<C: Dialect>(
 }
 
 /// Brings the ledger to its current shape (inside the migration lock).
-async fn upgrade_ledger<C: Dialect>(conn: &mut C, wait: ReplyWait) -> Res<()> {
-    conn.run_ddl(wait, C::LEDGER.create).await?;
-    if !exists(conn, wait, C::LEDGER.has_checksums).await? {
-        conn.run_ddl(wait, C::LEDGER.add_checksums).await?;
+async fn upgrade_ledger<C: Dialect>(conn: &mut C, ex: Exchange<'_>) -> Res<()> {
+    conn.run_ddl(ex, C::LEDGER.create).await?;
+    if !exists(conn, ex, C::LEDGER.has_checksums).await? {
+        conn.run_ddl(ex, C::LEDGER.add_checksums).await?;
     }
-    if !exists(conn, wait, C::LEDGER.has_sets).await? {
-        conn.run_ddl(wait, C::LEDGER.add_sets).await?;
+    if !exists(conn, ex, C::LEDGER.has_sets).await? {
+        conn.run_ddl(ex, C::LEDGER.add_sets).await?;
         tracing::info!(target: "ms_smt", "the ledger keeps migration sets now; its rows are the tree schema's");
     }
     Ok(())
@@ -115,16 +118,16 @@ async fn upgrade_ledger<C: Dialect>(conn: &mut C, wait: ReplyWait) -> Res<()> {
 async fn upgrade<C: Dialect>(
     pool: &sqlx::Pool<C::Database>,
     set: &MigrationSet,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     progress: &ProgressSink,
 ) -> Res<()> {
     let list = C::migrations(set);
     let mut conn = pool.acquire().await?;
     let applied: Vec<i64> = {
-        let mut tx = begin_write_by(&mut *conn, wait).await?;
-        tx.lock_migrations(wait).await?;
-        upgrade_ledger(&mut *tx, wait).await?;
-        let ledger = ledger(&mut *tx, wait, set.name).await?;
+        let mut tx = begin_write_by(&mut *conn, ex).await?;
+        tx.lock_migrations(ex).await?;
+        upgrade_ledger(&mut *tx, ex).await?;
+        let ledger = ledger(&mut *tx, ex, set.name).await?;
         if let Some(&(found, _)) = ledger
             .iter()
             .max_by_key(|r| r.0)
@@ -135,8 +138,8 @@ async fn upgrade<C: Dialect>(
                 supported: newest(list),
             });
         }
-        settle(&mut *tx, wait, set.name, list, &ledger).await?;
-        C::bounded_by(wait, tx.commit()).await?;
+        settle(&mut *tx, ex, set.name, list, &ledger).await?;
+        C::exchange(ex, tx.commit()).await?;
         ledger.into_iter().map(|(version, _)| version).collect()
     };
     let pending: Vec<(&Migration, &'static str)> = list
@@ -154,16 +157,16 @@ async fn upgrade<C: Dialect>(
     let mut meter = progress.meter(ProgressOperation::SchemaUpgrade, Some(pending.len() as u64));
     let mut ran = 0u64;
     for (migration, sql) in pending {
-        let mut tx = begin_write_by(&mut *conn, wait).await?;
-        tx.lock_migrations(wait).await?;
+        let mut tx = begin_write_by(&mut *conn, ex).await?;
+        tx.lock_migrations(ex).await?;
         // Another process may have applied it meanwhile (and checked or
         // recorded the others).
-        let ledger = ledger(&mut *tx, wait, set.name).await?;
-        settle(&mut *tx, wait, set.name, list, &ledger).await?;
+        let ledger = ledger(&mut *tx, ex, set.name).await?;
+        settle(&mut *tx, ex, set.name, list, &ledger).await?;
         if !ledger.iter().any(|(v, _)| *v == migration.version) {
-            tx.run_ddl(wait, sql).await?;
+            tx.run_ddl(ex, sql).await?;
             tx.execute(
-                wait,
+                ex,
                 "INSERT INTO ms_smt_migrations (migration_set, version, description, checksum) \
                  VALUES ($1, $2, $3, $4)"
                     .into_sql_str(),
@@ -177,7 +180,7 @@ async fn upgrade<C: Dialect>(
             .await?;
             ran = ran.saturating_add(1);
         }
-        C::bounded_by(wait, tx.commit()).await?;
+        C::exchange(ex, tx.commit()).await?;
         tracing::debug!(
             target: "ms_smt",
             set = set.name,
@@ -200,11 +203,11 @@ pub(crate) type LedgerRow = (i64, Option<Vec<u8>>);
 /// shape).
 pub(crate) async fn ledger<C: Dialect>(
     conn: &mut C,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     set: &str,
 ) -> Res<Vec<LedgerRow>> {
     conn.fetch_all(
-        wait,
+        ex,
         "SELECT version, checksum FROM ms_smt_migrations WHERE migration_set = $1 \
          ORDER BY version"
             .into_sql_str(),
@@ -213,14 +216,14 @@ pub(crate) async fn ledger<C: Dialect>(
     .await
 }
 
-/// True when `query` (one of [`LedgerSql`]'s `has_*`/`exists`) finds its
+/// True when `query` (one of [`LedgerSql`](crate::ledger::LedgerSql)'s `has_*`/`exists`) finds its
 /// row.
 pub(crate) async fn exists<C: Dialect>(
     conn: &mut C,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     query: &'static str,
 ) -> Res<bool> {
-    let found: Option<(i64,)> = fetch_optional(conn, wait, query.into_sql_str(), &[]).await?;
+    let found: Option<(i64,)> = fetch_optional(conn, ex, query.into_sql_str(), &[]).await?;
     Ok(found.is_some())
 }
 
@@ -250,7 +253,7 @@ pub(crate) fn verify(list: &[Migration], ledger: &[LedgerRow]) -> Res<()> {
 /// Inside the migration lock.
 async fn settle<C: Dialect>(
     conn: &mut C,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     set: &str,
     list: &[Migration],
     ledger: &[LedgerRow],
@@ -261,7 +264,7 @@ async fn settle<C: Dialect>(
             continue;
         };
         conn.execute(
-            wait,
+            ex,
             "UPDATE ms_smt_migrations SET checksum = $1 \
              WHERE migration_set = $2 AND version = $3"
                 .into_sql_str(),
@@ -281,24 +284,23 @@ async fn settle<C: Dialect>(
 /// (see [`SqlStore::schema_state`](crate::SqlStore::schema_state)).
 pub(crate) async fn state<C: Dialect>(
     conn: &mut C,
-    wait: ReplyWait,
+    ex: Exchange<'_>,
     set: &MigrationSet,
-) -> Res<super::listing::SchemaState> {
-    use super::listing::SchemaState;
-    if !exists(conn, wait, C::LEDGER.exists).await? {
+) -> Res<SchemaState> {
+    if !exists(conn, ex, C::LEDGER.exists).await? {
         return Ok(SchemaState::Missing);
     }
     // A ledger from before sets holds the tree schema's versions alone.
-    let sets = exists(conn, wait, C::LEDGER.has_sets).await?;
+    let sets = exists(conn, ex, C::LEDGER.has_sets).await?;
     let rows: Vec<LedgerRow> = if sets {
-        ledger(conn, wait, set.name).await?
+        ledger(conn, ex, set.name).await?
     } else if set.name == super::migrations::TREE_SCHEMA.name {
-        if exists(conn, wait, C::LEDGER.has_checksums).await? {
+        if exists(conn, ex, C::LEDGER.has_checksums).await? {
             let sql = "SELECT version, checksum FROM ms_smt_migrations ORDER BY version";
-            conn.fetch_all(wait, sql.into_sql_str(), &[]).await?
+            conn.fetch_all(ex, sql.into_sql_str(), &[]).await?
         } else {
             let sql = "SELECT version FROM ms_smt_migrations ORDER BY version";
-            let versions: Vec<(i64,)> = conn.fetch_all(wait, sql.into_sql_str(), &[]).await?;
+            let versions: Vec<(i64,)> = conn.fetch_all(ex, sql.into_sql_str(), &[]).await?;
             versions.into_iter().map(|(v,)| (v, None)).collect()
         }
     } else {

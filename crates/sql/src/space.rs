@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::error::{Res, SqlStoreError};
-use super::reply_wait::ReplyWait;
+use super::reply_wait::{Exchange, ReplyWait};
 use crate::descent::LeafChange;
 use crate::hash::Hash;
 use crate::key::Key;
@@ -138,6 +138,12 @@ impl RowMemo {
 const MEMO_ROWS: usize = 1 << 16;
 
 impl NamespaceState {
+    /// An exchange of this handle: under its reply wait, counted in its
+    /// counters.
+    pub fn exchange(&self) -> Exchange<'_> {
+        Exchange::counted(self.reply_wait, &self.counters)
+    }
+
     /// A namespace's state with a memory of its own for `recent` nodes.
     pub fn new(name: &str, height: StratumHeight, recent: usize) -> Arc<NamespaceState> {
         Self::waiting(name, height, &RecentNodes::new(recent), ReplyWait::Default)
@@ -485,6 +491,23 @@ pub(crate) const SCAN_PAGE: usize = 2048;
 /// A row depth past every stored one (rows sit at depths 0 to 256): the
 /// cursor `(path, PAST_EVERY_DEPTH)` comes after every row at `path`.
 pub(crate) const PAST_EVERY_DEPTH: i64 = crate::key::MAX_LEVEL as i64 + 1;
+
+/// A version as SQL's signed integer (versions count commits; they never
+/// reach 2^63).
+pub(crate) fn version_to_sql(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn version_from_sql(v: i64) -> Res<u64> {
+    u64::try_from(v).map_err(|_| SqlStoreError::BadVersion(v))
+}
+
+/// A root as the (hash, sum) columns: both NULL for the empty tree.
+pub(crate) fn root_columns(root: &ComputedNode) -> (Option<&[u8]>, Option<i64>) {
+    (*root != ComputedNode::empty_root())
+        .then(|| (&root.hash.0[..], sum_to_sql(root.sum)))
+        .unzip()
+}
 
 #[cfg(test)]
 mod tests {

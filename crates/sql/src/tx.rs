@@ -9,7 +9,7 @@ use sqlx_core::transaction::TransactionManager;
 
 use super::dialect::{Dialect, begin_write_by};
 use super::error::{Res, SqlStoreError};
-use super::reply_wait::ReplyWait;
+use super::reply_wait::Exchange;
 use super::space::NamespaceState;
 
 /// A pooled connection for one transaction that goes back to the pool
@@ -24,7 +24,7 @@ use super::space::NamespaceState;
 /// (#4385/#4393: its guard rolls back at depth 0, a no-op, and the pool's
 /// release check is only a ping); `tests/cancellation.rs` drops every
 /// operation at every await point to check this.
-pub(crate) struct TxConnection<DB: sqlx::Database> {
+pub struct TxConnection<DB: sqlx::Database> {
     conn: Option<sqlx::pool::PoolConnection<DB>>,
 }
 
@@ -34,6 +34,15 @@ impl<DB: sqlx::Database> TxConnection<DB> {
         Ok(TxConnection {
             conn: Some(pool.acquire().await?),
         })
+    }
+
+    /// The connection, to read.
+    pub fn get(&self) -> &DB::Connection {
+        match self.conn.as_deref() {
+            Some(conn) => conn,
+            // Only `release` and `drop` take it, and both consume `self`.
+            None => unreachable!("a TxConnection is used after release"),
+        }
     }
 
     /// The connection.
@@ -135,12 +144,12 @@ where
     let (pool, space) = (pool.clone(), space.clone());
     detached_store(move |caller_gone| async move {
         let mut conn = TxConnection::acquire(&pool).await?;
-        let mut tx = begin_write_by(conn.conn(), space.reply_wait).await?;
+        let mut tx = begin_write_by(conn.conn(), space.exchange()).await?;
         let out = work(&mut *tx, &space).await?;
         if caller_gone.get() {
-            C::bounded_by(space.reply_wait, tx.rollback()).await?;
+            C::exchange(space.exchange(), tx.rollback()).await?;
         } else {
-            C::bounded_by(space.reply_wait, tx.commit()).await?;
+            C::exchange(space.exchange(), tx.commit()).await?;
         }
         conn.release();
         Ok(out)
@@ -158,21 +167,27 @@ type Manager<C> = <<C as sqlx::Connection>::Database as sqlx::Database>::Transac
 /// Dropped before [`commit`](Self::commit) or [`rollback`](Self::rollback)
 /// (a cancelled caller, an error), its [`TxConnection`] is closed: the
 /// server rolls the transaction back and the pool never sees it.
-pub(crate) struct OwnedTx<C: Dialect> {
+pub struct OwnedTx<C: Dialect> {
     conn: TxConnection<C::Database>,
-    /// The handle's bound on each reply.
-    wait: ReplyWait,
 }
 
 impl<C: Dialect> OwnedTx<C> {
     /// A connection from `pool` with a write transaction begun on it
     /// (`BEGIN IMMEDIATE` on SQLite: the database's write lock from the
-    /// start), every reply of the transaction bounded by `wait`.
-    pub async fn begin(pool: &sqlx::Pool<C::Database>, wait: ReplyWait) -> Res<Self> {
+    /// start), the `BEGIN` sent as `ex`.
+    pub async fn begin(pool: &sqlx::Pool<C::Database>, ex: Exchange<'_>) -> Res<Self> {
         let mut conn = TxConnection::acquire(pool).await?;
         let begin = C::BEGIN_WRITE.map(sqlx::SqlStr::from_static);
-        C::bounded_by(wait, Manager::<C>::begin(conn.conn(), begin)).await?;
-        Ok(OwnedTx { conn, wait })
+        C::exchange(ex, Manager::<C>::begin(conn.conn(), begin)).await?;
+        Ok(OwnedTx { conn })
+    }
+
+    /// A connection from `pool` with a read transaction begun on it (a
+    /// plain `BEGIN`, sent as `ex`).
+    pub async fn begin_read(pool: &sqlx::Pool<C::Database>, ex: Exchange<'_>) -> Res<Self> {
+        let mut conn = TxConnection::acquire(pool).await?;
+        C::exchange(ex, Manager::<C>::begin(conn.conn(), None)).await?;
+        Ok(OwnedTx { conn })
     }
 
     /// The connection, inside the transaction.
@@ -180,25 +195,38 @@ impl<C: Dialect> OwnedTx<C> {
         self.conn.conn()
     }
 
-    /// Commits, and gives the connection back to the pool.
-    pub async fn commit(self) -> Res<()> {
-        self.end(true).await
+    /// Commits (sent as `ex`), and gives the connection back to the pool.
+    pub async fn commit(self, ex: Exchange<'_>) -> Res<()> {
+        self.end(ex, true).await
     }
 
-    /// Rolls back, and gives the connection back to the pool.
-    pub async fn rollback(self) -> Res<()> {
-        self.end(false).await
+    /// Rolls back (sent as `ex`), and gives the connection back to the pool.
+    pub async fn rollback(self, ex: Exchange<'_>) -> Res<()> {
+        self.end(ex, false).await
     }
 
     /// COMMIT (`commit`) or ROLLBACK, then the connection back to the pool.
-    async fn end(mut self, commit: bool) -> Res<()> {
-        let (conn, wait) = (self.conn.conn(), self.wait);
+    async fn end(mut self, ex: Exchange<'_>, commit: bool) -> Res<()> {
+        let conn = self.conn.conn();
         if commit {
-            C::bounded_by(wait, Manager::<C>::commit(conn)).await?;
+            C::exchange(ex, Manager::<C>::commit(conn)).await?;
         } else {
-            C::bounded_by(wait, Manager::<C>::rollback(conn)).await?;
+            C::exchange(ex, Manager::<C>::rollback(conn)).await?;
         }
         self.conn.release();
         Ok(())
+    }
+}
+
+impl<C: Dialect> std::ops::Deref for OwnedTx<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        self.conn.get()
+    }
+}
+
+impl<C: Dialect> std::ops::DerefMut for OwnedTx<C> {
+    fn deref_mut(&mut self) -> &mut C {
+        self.conn.conn()
     }
 }

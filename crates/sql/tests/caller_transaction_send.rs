@@ -160,19 +160,14 @@ trait CallerTransaction: Writable + PinStore + JournalStore + Send + Sync + 'sta
 }
 
 impl CallerTransaction for SqliteStore {
-    fn path_in_transaction(
-        self,
-        peer: Self,
-        path: WritePath,
-    ) -> impl Future<Output = Res<ComputedNode>> + Send + 'static {
-        async move {
-            let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
-            let tree = CompactedTree::new(self.in_transaction(&mut tx));
-            let root = run_path(&tree, &CompactedTree::new(peer), path).await?;
-            drop(tree);
-            tx.commit().await?;
-            Ok(root)
-        }
+    // `async fn` here still has to meet the trait's `Send + 'static`.
+    async fn path_in_transaction(self, peer: Self, path: WritePath) -> Res<ComputedNode> {
+        let mut tx = self.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let tree = CompactedTree::new(self.in_transaction(&mut tx));
+        let root = run_path(&tree, &CompactedTree::new(peer), path).await?;
+        drop(tree);
+        tx.commit().await?;
+        Ok(root)
     }
 
     fn handle(&self, name: &str) -> Self {
@@ -181,19 +176,14 @@ impl CallerTransaction for SqliteStore {
 }
 
 impl CallerTransaction for PostgresStore {
-    fn path_in_transaction(
-        self,
-        peer: Self,
-        path: WritePath,
-    ) -> impl Future<Output = Res<ComputedNode>> + Send + 'static {
-        async move {
-            let mut tx = self.pool().begin().await?;
-            let tree = CompactedTree::new(self.in_transaction(&mut tx));
-            let root = run_path(&tree, &CompactedTree::new(peer), path).await?;
-            drop(tree);
-            tx.commit().await?;
-            Ok(root)
-        }
+    // `async fn` here still has to meet the trait's `Send + 'static`.
+    async fn path_in_transaction(self, peer: Self, path: WritePath) -> Res<ComputedNode> {
+        let mut tx = self.pool().begin().await?;
+        let tree = CompactedTree::new(self.in_transaction(&mut tx));
+        let root = run_path(&tree, &CompactedTree::new(peer), path).await?;
+        drop(tree);
+        tx.commit().await?;
+        Ok(root)
     }
 
     fn handle(&self, name: &str) -> Self {

@@ -13,7 +13,7 @@ use crate::source::{Pool, TapdTarget};
 use crate::store::TreeStore;
 use ms_smt::Tree;
 use ms_smt::TreeError;
-use ms_smt_sql::{Arg, Dialect, ReplyWait};
+use ms_smt_sql::{Arg, Dialect, Exchange, ReplyWait};
 
 /// Rows per `INSERT` (7 values each; under both engines' limits).
 const INSERT_ROWS: usize = 1000;
@@ -76,9 +76,11 @@ pub async fn export_namespace<S: TreeStore, L: Layout>(
     }
 }
 
-/// The reply wait of the export's statements: the process default (the
-/// tapd database is no store handle's).
-const WAIT: ReplyWait = ReplyWait::Default;
+/// How the export's statements are sent: under the default reply wait,
+/// counted nowhere (the tapd database is no store handle's).
+fn wait() -> Exchange<'static> {
+    Exchange::uncounted(ReplyWait::Default)
+}
 
 /// [`export_namespace`] on one engine (statements through the SQL core's
 /// [`Dialect`]: `$N` placeholders on both).
@@ -97,12 +99,14 @@ where
     let mut tx = pool.begin().await.map_err(TapdError::from)?;
     let conn: &mut C = &mut tx;
     if options.create_schema {
-        conn.run_ddl(WAIT, schema).await.map_err(TapdError::from)?;
+        conn.run_ddl(wait(), schema)
+            .await
+            .map_err(TapdError::from)?;
     }
     let ns = Arg::Text(namespace);
     let existing: Vec<(i64,)> = conn
         .fetch_all(
-            WAIT,
+            wait(),
             "SELECT (SELECT COUNT(*) FROM mssmt_nodes WHERE namespace = $1) + \
              (SELECT COUNT(*) FROM mssmt_roots WHERE namespace = $1)"
                 .into_sql_str(),
@@ -118,7 +122,7 @@ where
             "DELETE FROM mssmt_roots WHERE namespace = $1",
             "DELETE FROM mssmt_nodes WHERE namespace = $1",
         ] {
-            conn.execute(WAIT, sql.into_sql_str(), &[ns])
+            conn.execute(wait(), sql.into_sql_str(), &[ns])
                 .await
                 .map_err(TapdError::from)?;
         }
@@ -155,7 +159,7 @@ where
     report.rows += insert_rows(conn, namespace, &mut rows).await?;
     if let Some(root) = root {
         conn.execute(
-            WAIT,
+            wait(),
             "INSERT INTO mssmt_roots (namespace, root_hash) VALUES ($1, $2)".into_sql_str(),
             &[ns, Arg::Bytes(&root.hash.0)],
         )
@@ -202,7 +206,7 @@ async fn insert_rows<C: Dialect>(
         sql.push_str(" ON CONFLICT DO NOTHING");
         // Only `$N` placeholders are added to the literal text (the rows
         // are bound), so it is ours alone.
-        conn.execute(WAIT, AssertSqlSafe(sql).into_sql_str(), &args)
+        conn.execute(wait(), AssertSqlSafe(sql).into_sql_str(), &args)
             .await?;
         written += chunk.len() as u64;
     }

@@ -32,7 +32,7 @@ impl fmt::Display for CommitToken {
 
 #[cfg(test)]
 mod tests {
-    use super::CommitToken;
+    use crate::CommitToken;
 
     #[test]
     fn prints_as_postgres_does() {

@@ -1,125 +1,27 @@
-//! SQLite store on sqlx: one file, many namespaces, position-keyed strata
-//! rows ([`crate::strata`]).
-//!
-//! * Tables: `ms_smt_namespaces` (an integer id per namespace name, its
-//!   stratum height and current root) and `ms_smt_strata` (one row per
-//!   stratum, unique position `(ns, path, depth)`, so a subtree's rows are
-//!   one key range; bodies live in a rowid table, which keeps rows of up
-//!   to ~4 KB inline, and the position index holds only keys).
-//! * Reads: one statement for a whole batch. Every row on a key's path is
-//!   computable from the key, so a bounded recursive query (at most
-//!   `256 / height` primary-key steps per key) walks each path from where
-//!   the handle's remembered nodes ([`RecentNodes`](crate::store::RecentNodes)) end, and returns each
-//!   row once with the sibling rows at its boundaries.
-//! * Writes: one `BEGIN IMMEDIATE` transaction per commit: check the root,
-//!   read the rows the batch touches, merge the batch into them in
-//!   process, write every changed row with one packed upsert, delete the
-//!   rows left empty with one packed delete, move the root. Rows are
-//!   written in key order, so bulk builds fill pages. `BEGIN IMMEDIATE`
-//!   takes the write lock up front, so concurrent writers wait (busy
-//!   timeout) instead of failing with "database is locked".
-//! * Inside a caller's transaction ([`SqliteStore::in_transaction`](super::SqlStore::in_transaction)) the
-//!   same writes run under a savepoint, and commit or roll back with the
-//!   caller's own rows.
-//! * The schema is versioned ([`SqliteStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened, and
-//!   one whose applied migrations differ from this crate's is refused
-//!   (checked migrations: `schema.rs`).
+//! SQLite's dialect: the statements and packed arguments behind the
+//! generic core ([`Dialect`]), and what only SQLite needs (packed upserts and
+//! deletes, the journal's rows, the path walk per row height).
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Executor, SqlSafeStr, SqlStr, SqliteConnection};
 
-use super::dialect::{
-    Arg, CommitRows, Dialect, KeyedRow, NamedRow, PathWalk, RowRead, Shared, arguments,
-};
-use super::error::Res;
-use super::handle::{SqlStore, SqlTxStore};
-use super::migrations::{Migration, MigrationSet};
 use super::packed::{INDEX_CTE, MAX_ROWS, PackedRow, PackedRows, PackedTexts, count, push_int};
-use super::reply_wait::ReplyWait;
-use super::schema::LedgerSql;
-use super::space::{
+use crate::dialect::{Arg, CommitRows, Dialect, KeyedRow, PathWalk, RowRead, Shared, arguments};
+use crate::error::Res;
+use crate::hash::Hash;
+use crate::ledger::LedgerSql;
+use crate::migrations::{Migration, MigrationSet};
+use crate::node::{ComputedNode, Node};
+use crate::reply_wait::{Exchange, ReplyWait};
+use crate::rows::NamespaceRow;
+use crate::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
-use crate::hash::Hash;
-use crate::node::{ComputedNode, Node};
 use crate::store::Counters;
 use crate::strata::{RowChange, RowKey, StratumHeight};
-
-/// A tree store in an SQLite database, bound to one namespace.
-pub type SqliteStore = SqlStore<SqliteConnection>;
-
-/// A [`SqliteStore`] namespace bound to a caller's open transaction; see
-/// [`in_transaction`](SqliteStore::in_transaction).
-pub type SqliteTxStore<'c> = SqlTxStore<'c, SqliteConnection>;
-
-impl SqliteStore {
-    /// Opens (creating if missing) the database file at `path` with
-    /// [`SqliteStore::connect_options`], runs the migrations, and binds the
-    /// namespace `"default"`.
-    pub async fn open(path: impl AsRef<Path>) -> Res<Self> {
-        Self::open_with(Self::connect_options(path)).await
-    }
-
-    /// Opens a database with the caller's connection options (for example
-    /// [`connect_options`](Self::connect_options) with `synchronous=NORMAL`
-    /// for a scratch database), runs the migrations, and binds the namespace
-    /// `"default"`.
-    pub async fn open_with(options: SqliteConnectOptions) -> Res<Self> {
-        let pool = SqlitePoolOptions::new()
-            .test_before_acquire(false)
-            .max_connections(4)
-            .connect_with(options)
-            .await?;
-        Self::opened(pool, false).await
-    }
-
-    /// An in-memory database (one shared connection), migrated; for tests.
-    pub async fn open_in_memory() -> Res<Self> {
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")?;
-        let pool = SqlitePoolOptions::new()
-            .test_before_acquire(false)
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
-            .await?;
-        Self::opened(pool, false).await
-    }
-
-    /// The connection options the store recommends: create if missing, WAL,
-    /// `synchronous=FULL`, foreign keys on, a 60 s busy timeout so writers
-    /// queue instead of failing while another holds the lock, a 16 MiB
-    /// page cache per connection (SQLite's default is 2 MB), and 2 KiB
-    /// pages for a database this creates (an existing file keeps its page
-    /// size).
-    ///
-    /// Why 2 KiB pages: a batch of random keys changes rows scattered over
-    /// the whole table, about one page per changed row, and every changed
-    /// page is written whole to the WAL. At 10^5 leaves a 1,000-key commit
-    /// wrote 9.1 MB of WAL with 4 KiB pages and 5.8 MB with 2 KiB pages
-    /// (rows of up to ~2,000 bytes still fit in a page; BENCHMARKS.md).
-    pub fn connect_options(path: impl AsRef<Path>) -> SqliteConnectOptions {
-        SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(60))
-            .pragma("cache_size", "-16384")
-            .page_size(2048)
-    }
-}
 
 impl Dialect for SqliteConnection {
     const LEDGER: LedgerSql = LedgerSql {
@@ -169,24 +71,26 @@ impl Dialect for SqliteConnection {
         sql.push('?');
     }
 
-    /// No bound on the reply (`_wait`): SQLite runs in the process.
-    async fn execute(&mut self, _wait: ReplyWait, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
+    /// No bound on the reply: SQLite runs in the process.
+    async fn execute(&mut self, ex: Exchange<'_>, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Sqlite>(args)?);
-        Ok(query.execute(&mut *self).await?.rows_affected())
+        Ok(Self::exchange(ex, query.execute(&mut *self))
+            .await?
+            .rows_affected())
     }
 
     async fn fetch_all<T: Shared>(
         &mut self,
-        _wait: ReplyWait,
+        ex: Exchange<'_>,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Sqlite>(args)?);
-        Ok(query.fetch_all(&mut *self).await?)
+        Self::exchange(ex, query.fetch_all(&mut *self)).await
     }
 
-    async fn run_ddl(&mut self, _wait: ReplyWait, sql: &'static str) -> Res<()> {
-        Executor::execute(&mut *self, sqlx::raw_sql(sql)).await?;
+    async fn run_ddl(&mut self, ex: Exchange<'_>, sql: &'static str) -> Res<()> {
+        Self::exchange(ex, Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
         Ok(())
     }
 
@@ -197,7 +101,7 @@ impl Dialect for SqliteConnection {
     }
 
     /// `BEGIN IMMEDIATE` holds the write lock already.
-    async fn lock_migrations(&mut self, _wait: ReplyWait) -> Res<()> {
+    async fn lock_migrations(&mut self, _ex: Exchange<'_>) -> Res<()> {
         Ok(())
     }
 
@@ -210,7 +114,6 @@ impl Dialect for SqliteConnection {
                 .iter()
                 .map(|s| (&*s.name, i64::from(s.height.get() as u8))),
         );
-        first.counters.round_trip(1);
         let sql = format!(
             "WITH RECURSIVE {INDEX_CTE}, {NAMES_CTE} \
              INSERT INTO ms_smt_namespaces (name, height) SELECT name, int FROM k WHERE true \
@@ -218,7 +121,7 @@ impl Dialect for SqliteConnection {
         );
         Dialect::execute(
             self,
-            NO_WAIT,
+            first.exchange(),
             AssertSqlSafe(sql).into_sql_str(),
             &texts_args(&names),
         )
@@ -226,12 +129,11 @@ impl Dialect for SqliteConnection {
         Ok(())
     }
 
-    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamedRow>> {
+    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamespaceRow>> {
         let Some(first) = spaces.first() else {
             return Ok(Vec::new());
         };
         let names = PackedTexts::new(spaces.iter().map(|s| (&*s.name, 0)));
-        first.counters.round_trip(1);
         let sql = format!(
             "WITH RECURSIVE {INDEX_CTE}, {NAMES_CTE} \
              SELECT n.name, n.id, CAST(n.height AS BIGINT), n.root_hash, n.root_sum, n.version, \
@@ -240,7 +142,7 @@ impl Dialect for SqliteConnection {
         );
         Dialect::fetch_all(
             self,
-            NO_WAIT,
+            first.exchange(),
             AssertSqlSafe(sql).into_sql_str(),
             &texts_args(&names),
         )
@@ -315,11 +217,10 @@ impl Dialect for SqliteConnection {
             .map(|(i, r)| (r.info.id, i))
             .collect();
         for chunk in PackedRows::chunks(rows) {
-            first.space.counters.round_trip(1);
             let args = packed_args(&chunk, Columns::KEYS);
             let rows: Vec<(i64, Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(
                 self,
-                NO_WAIT,
+                first.space.exchange(),
                 AssertSqlSafe(sql.clone()).into_sql_str(),
                 &args,
             )
@@ -365,11 +266,10 @@ impl Dialect for SqliteConnection {
         });
         let mut out = Vec::with_capacity(keys.len());
         for chunk in PackedRows::chunks(rows) {
-            space.counters.round_trip(1);
             let args = packed_args(&chunk, Columns::KEYS | Columns::A);
             let rows: Vec<(Vec<u8>, i64, Vec<u8>)> = Dialect::fetch_all(
                 self,
-                NO_WAIT,
+                space.exchange(),
                 AssertSqlSafe(sql.clone()).into_sql_str(),
                 &args,
             )
@@ -494,37 +394,44 @@ impl Dialect for SqliteConnection {
         let id = state.info.id;
         let version = state.version.saturating_add(1);
         if let Some(max_pin) = state.max_pin {
-            space.counters.round_trip(1);
-            sqlx::query(
-                "INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
+            SqliteConnection::exchange(
+                space.exchange(),
+                sqlx::query(
+                    "INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
              SELECT ns, path, depth, version, ?2, body FROM ms_smt_strata \
              WHERE ns = ?1 AND version <= ?3",
+                )
+                .bind(id)
+                .bind(version)
+                .bind(max_pin)
+                .execute(&mut *self),
             )
-            .bind(id)
-            .bind(version)
-            .bind(max_pin)
-            .execute(&mut *self)
             .await?;
         }
-        space.counters.round_trip(2);
-        sqlx::query("DELETE FROM ms_smt_strata WHERE ns = ?")
-            .bind(id)
-            .execute(&mut *self)
-            .await?;
-        sqlx::query(
-            "UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = ?, \
-             leaves = 0, leaves_since = NULL WHERE id = ?",
+        SqliteConnection::exchange(
+            space.exchange(),
+            sqlx::query("DELETE FROM ms_smt_strata WHERE ns = ?")
+                .bind(id)
+                .execute(&mut *self),
         )
-        .bind(version)
-        .bind(id)
-        .execute(&mut *self)
+        .await?;
+        SqliteConnection::exchange(
+            space.exchange(),
+            sqlx::query(
+                "UPDATE ms_smt_namespaces SET root_hash = NULL, root_sum = NULL, version = ?, \
+             leaves = 0, leaves_since = NULL WHERE id = ?",
+            )
+            .bind(version)
+            .bind(id)
+            .execute(&mut *self),
+        )
         .await?;
         Ok(())
     }
 }
 
 /// The reply wait of the statements this file sends itself: none (SQLite
-/// runs in the process; see [`Dialect::bounded_by`]).
+/// runs in the process; see [`Dialect::bound`]).
 const NO_WAIT: ReplyWait = ReplyWait::Default;
 
 /// The packed columns a statement reads, and so binds: always `?1`
@@ -626,11 +533,10 @@ async fn execute_packed<'a>(
 ) -> Res<()> {
     let sql = shared_sql(sql);
     for chunk in PackedRows::chunks(rows) {
-        counters.round_trip(1);
         let args = packed_args(&chunk, columns);
         Dialect::execute(
             &mut *conn,
-            NO_WAIT,
+            Exchange::counted(NO_WAIT, counters),
             AssertSqlSafe(sql.clone()).into_sql_str(),
             &args,
         )
@@ -683,22 +589,27 @@ async fn write_journal(
     }
     changes.push(']');
     versions.push(']');
-    counters.round_trip(2);
-    sqlx::query(
-        "INSERT INTO ms_smt_changes (ns, version, key, old_value, old_sum, new_value, new_sum) \
+    SqliteConnection::exchange(
+        Exchange::counted(NO_WAIT, counters),
+        sqlx::query(
+            "INSERT INTO ms_smt_changes (ns, version, key, old_value, old_sum, new_value, new_sum) \
          SELECT value ->> 0, value ->> 1, unhex(value ->> 2), unhex(value ->> 3), value ->> 4, \
                 unhex(value ->> 5), value ->> 6 FROM json_each(?1)",
+        )
+        .bind(changes)
+        .execute(&mut *conn),
     )
-    .bind(changes)
-    .execute(&mut *conn)
     .await?;
-    sqlx::query(
-        "INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
+    SqliteConnection::exchange(
+        Exchange::counted(NO_WAIT, counters),
+        sqlx::query(
+            "INSERT INTO ms_smt_versions (ns, version, root_hash, root_sum, at) \
          SELECT value ->> 0, value ->> 1, unhex(value ->> 2), value ->> 3, unixepoch() \
          FROM json_each(?1)",
+        )
+        .bind(versions)
+        .execute(&mut *conn),
     )
-    .bind(versions)
-    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -714,24 +625,26 @@ async fn set_roots(
 ) -> Res<()> {
     if let [commit] = commits {
         // One namespace: the plain statement, no packing.
-        counters.round_trip(1);
         let root = &commit.new_root;
         let root = (*root != ComputedNode::empty_root())
             .then(|| (root.hash.0.to_vec(), sum_to_sql(root.sum)));
         let (hash, sum) = root.unzip();
         // An emptied tree's count is exact whatever it was.
-        sqlx::query(
-            "UPDATE ms_smt_namespaces SET root_hash = ?1, root_sum = ?2, version = ?3, \
+        SqliteConnection::exchange(
+            Exchange::counted(NO_WAIT, counters),
+            sqlx::query(
+                "UPDATE ms_smt_namespaces SET root_hash = ?1, root_sum = ?2, version = ?3, \
                  leaves = CASE WHEN ?1 IS NULL THEN 0 ELSE leaves + ?4 END, \
                  leaves_since = CASE WHEN ?1 IS NULL THEN NULL ELSE leaves_since END \
              WHERE id = ?5",
+            )
+            .bind(hash)
+            .bind(sum)
+            .bind(commit.state.version.saturating_add(1))
+            .bind(commit.leaf_delta)
+            .bind(commit.state.info.id)
+            .execute(&mut *conn),
         )
-        .bind(hash)
-        .bind(sum)
-        .bind(commit.state.version.saturating_add(1))
-        .bind(commit.leaf_delta)
-        .bind(commit.state.info.id)
-        .execute(&mut *conn)
         .await?;
         return Ok(());
     }
@@ -765,7 +678,6 @@ async fn set_roots(
              leaves_since = CASE WHEN u.h IS NULL THEN NULL ELSE leaves_since END \
          FROM u WHERE ms_smt_namespaces.id = u.id"
     );
-    counters.round_trip(1);
     let args = [
         Arg::Bytes(&ids),
         Arg::Int(count(commits.len())),
@@ -775,7 +687,13 @@ async fn set_roots(
         Arg::Bytes(&versions),
         Arg::Bytes(&deltas),
     ];
-    Dialect::execute(conn, NO_WAIT, AssertSqlSafe(sql).into_sql_str(), &args).await?;
+    Dialect::execute(
+        conn,
+        Exchange::counted(NO_WAIT, counters),
+        AssertSqlSafe(sql).into_sql_str(),
+        &args,
+    )
+    .await?;
     Ok(())
 }
 
@@ -863,17 +781,19 @@ async fn walk_height(
             paths.extend_from_slice(&p);
             sibs.extend_from_slice(&q);
         }
-        first.counters.round_trip(1);
-        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(ns)
-            .bind(count(chunk.len()))
-            .bind(count(h))
-            .bind(flags)
-            .bind(paths)
-            .bind(sibs)
-            .bind(count(per_key))
-            .fetch_all(&mut *conn)
-            .await?;
+        let rows = SqliteConnection::exchange(
+            first.exchange(),
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(ns)
+                .bind(count(chunk.len()))
+                .bind(count(h))
+                .bind(flags)
+                .bind(paths)
+                .bind(sibs)
+                .bind(count(per_key))
+                .fetch_all(&mut *conn),
+        )
+        .await?;
         for (id, rows) in split_by_ns(&rows)? {
             let Some(&w) = by_ns.get(&id) else {
                 continue;

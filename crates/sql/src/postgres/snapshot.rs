@@ -3,13 +3,13 @@
 
 use sqlx::{PgConnection, Postgres};
 
-use super::dialect::Dialect;
-use super::error::Res;
-use super::handle::SqlStore;
-use super::ops;
-use super::postgres::{PostgresStore, PostgresTxStore};
-use super::tx::TxConnection;
+use super::{PostgresStore, PostgresTxStore};
+use crate::dialect::Dialect;
+use crate::error::Res;
+use crate::handle::SqlStore;
+use crate::namespaces;
 use crate::node::ComputedNode;
+use crate::tx::TxConnection;
 
 /// Which server of a [`ReplicaSet`](crate::ReplicaSet) answers a
 /// [`ReadSnapshot`].
@@ -58,14 +58,13 @@ impl ReadSnapshot {
         store: &PostgresStore,
         served_by: ServedBy,
     ) -> Res<Self> {
-        store.space.counters.round_trip(1);
-        PgConnection::bounded_by(
-            store.space.reply_wait,
+        PgConnection::exchange(
+            store.space.exchange(),
             sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 .execute(&mut *conn.conn()),
         )
         .await?;
-        let root = ops::load_root::<PgConnection>(conn.conn(), &store.space).await?;
+        let root = namespaces::load_root::<PgConnection>(conn.conn(), &store.space).await?;
         Ok(ReadSnapshot {
             conn,
             store: store.clone(),
@@ -93,9 +92,8 @@ impl ReadSnapshot {
     /// Ends the read-only transaction and returns the connection to the
     /// pool.
     pub async fn finish(mut self) -> Res<()> {
-        self.store.space.counters.round_trip(1);
-        PgConnection::bounded_by(
-            self.store.space.reply_wait,
+        PgConnection::exchange(
+            self.store.space.exchange(),
             sqlx::query("COMMIT").execute(&mut *self.conn.conn()),
         )
         .await?;

@@ -1,58 +1,22 @@
-//! PostgreSQL store on sqlx: many namespaces per database, position-keyed
-//! strata rows ([`crate::strata`]), a constant number of statements per
-//! commit.
-//!
-//! * Tables: `ms_smt_namespaces` (an integer id per namespace name, its
-//!   stratum height and current root) and `ms_smt_strata` (one row per
-//!   stratum, primary key `(ns, path, depth)`).
-//! * Reads: one statement for a whole batch: a bounded recursive query
-//!   (at most `256 / height` steps per key) walks each key's rows from
-//!   where the handle's remembered nodes ([`RecentNodes`](crate::store::RecentNodes)) end and returns
-//!   each row once, with the sibling rows at its boundaries. Every row read
-//!   is a fenced primary-key probe (`LATERAL ... OFFSET 0`), so plans do not
-//!   depend on statistics.
-//! * Writes: one transaction per commit: a per-namespace advisory lock, the
-//!   root check, one read of the rows the batch touches, the merge in
-//!   process, then ONE statement that upserts the changed rows, deletes the
-//!   rows left empty and sets the root (so a cancelled commit is all or
-//!   nothing even without a transaction of its own).
-//! * Inside a caller's transaction ([`PostgresStore::in_transaction`](super::SqlStore::in_transaction)) the
-//!   same statements run directly in it, with no savepoint (sqlx's
-//!   savepoints are not safe to cancel; see `write_commits`); the advisory
-//!   lock is held until the caller's transaction ends.
-//! * The schema is versioned ([`PostgresStore::migrate`](super::SqlStore::migrate)): a database written
-//!   by an earlier schema of this release line is upgraded when opened, and
-//!   one whose applied migrations differ from this crate's is refused
-//!   (checked migrations: `schema.rs`).
+//! Postgres's dialect: the statements behind the generic core
+//! ([`Dialect`]): array-bound writes in one statement per commit, advisory
+//! locks, the recursive path walk, the JIT guard.
 
-use std::time::Duration;
+use sqlx::{Executor, PgConnection, SqlStr};
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, Executor, PgConnection, SqlStr};
-
-use super::dialect::{
-    Arg, CommitRows, Dialect, KeyedRow, NamedRow, PathWalk, RowRead, Shared, arguments,
-};
-use super::error::Res;
-use super::handle::{SqlStore, SqlTxStore};
-use super::migrations::{Migration, MigrationSet};
-use super::reply_wait::{Bounded, ReplyWait};
-use super::schema::LedgerSql;
-use super::space::{
+use crate::descent::LeafChange;
+use crate::dialect::{Arg, CommitRows, Dialect, KeyedRow, PathWalk, RowRead, Shared, arguments};
+use crate::error::Res;
+use crate::hash::Hash;
+use crate::ledger::LedgerSql;
+use crate::migrations::{Migration, MigrationSet};
+use crate::node::{ComputedNode, Node};
+use crate::reply_wait::{Bounded, Exchange, ReplyWait};
+use crate::rows::NamespaceRow;
+use crate::space::{
     NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
 };
-use crate::descent::LeafChange;
-use crate::hash::Hash;
-use crate::node::{ComputedNode, Node};
-use crate::store::RecentNodes;
 use crate::strata::{RowChange, RowKey, StratumHeight};
-
-/// A tree store in a PostgreSQL database, bound to one namespace.
-pub type PostgresStore = SqlStore<PgConnection>;
-
-/// A [`PostgresStore`] namespace bound to a caller's open transaction; see
-/// [`in_transaction`](PostgresStore::in_transaction).
-pub type PostgresTxStore<'c> = SqlTxStore<'c, PgConnection>;
 
 /// Path walks with at least this many starts turn JIT off for themselves
 /// (see [`read_paths`](crate::store::TreeStore::read_paths)).
@@ -70,102 +34,6 @@ const STORE_LOCK: i64 = 0x6d73_736d_7461_6c6c;
 /// lock table guarantees every transaction by default
 /// (`max_locks_per_transaction`).
 const MAX_NAME_LOCKS: usize = 64;
-
-impl PostgresStore {
-    /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
-    /// migrations, and binds the namespace `"default"`.
-    ///
-    /// The pool's sessions run with `jit = off`: the recursive path walk's
-    /// row estimates are guesses that can cross `jit_above_cost`, and
-    /// compiling the plan then costs ~200 ms for a ~20 ms query. (On a
-    /// host's pool, [`from_pool`](Self::from_pool), large walks turn JIT
-    /// off for themselves only, at three extra round trips.)
-    ///
-    /// A pooled connection that sat idle for [`STALE_CHECK_AFTER`] or more
-    /// is checked (one `ping` round trip, under the reply wait) before a
-    /// call gets it, and replaced when it is dead: after a restart of the
-    /// server (or a failover behind a proxy) no call fails on a connection
-    /// the pool held across it. Connections in steady use are not checked,
-    /// so a loaded store pays no extra round trip.
-    ///
-    /// A connection gives its buffers back when it returns to the pool
-    /// (`shrink_buffers`): they grow to the largest message it carried (a
-    /// batch of 50,000 leaves), and without this each pooled connection
-    /// kept that size until sqlx replaced it (30 minutes; BENCHMARKS.md,
-    /// "What the RSS holds"). On a host's pool this is the host's choice.
-    pub async fn connect(url: &str) -> Res<Self> {
-        let options: PgConnectOptions = url.parse()?;
-        let pool = PgPoolOptions::new()
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| Box::pin(check_idle(conn, meta)))
-            .after_release(|conn, _meta| {
-                conn.shrink_buffers();
-                Box::pin(std::future::ready(Ok(true)))
-            })
-            .max_connections(16)
-            .connect_with(options.options([("jit", "off")]))
-            .await?;
-        Self::opened(pool, true).await
-    }
-
-    /// This handle bounding each of its round trips (every statement,
-    /// `BEGIN`, `COMMIT` and `ROLLBACK`) by `wait` for the server's reply
-    /// (`None`: without bound, as sqlx); past it the round trip fails with
-    /// [`SqlStoreError::NoReply`](super::SqlStoreError::NoReply) and the
-    /// connection is closed (a server that stops answering without closing
-    /// its connections would leave a statement waiting forever). Without it
-    /// a handle waits [`DEFAULT_POSTGRES_REPLY_WAIT`].
-    ///
-    /// Like the other builders it makes a handle of its own (its own
-    /// counters and remembered nodes); its clones, the handles made from it
-    /// with [`open_namespace`](Self::open_namespace), its transactions'
-    /// stores ([`in_transaction`](Self::in_transaction)) and its
-    /// standbys ([`with_standbys`](Self::with_standbys)) share the wait.
-    /// [`connect`](Self::connect) migrates with the default; a handle on
-    /// [`from_pool`](Self::from_pool) given a wait first migrates with it.
-    ///
-    /// [`DEFAULT_POSTGRES_REPLY_WAIT`]: crate::DEFAULT_POSTGRES_REPLY_WAIT
-    pub fn with_reply_wait(self, wait: Option<Duration>) -> Self {
-        SqlStore {
-            space: NamespaceState::waiting(
-                &self.space.name,
-                self.space.height,
-                &RecentNodes::new(self.space.recent.capacity()),
-                ReplyWait::Own(wait),
-            ),
-            ..self
-        }
-    }
-
-    /// How long this handle's round trips wait for the server's reply now
-    /// (its own [`with_reply_wait`](Self::with_reply_wait), else
-    /// [`DEFAULT_POSTGRES_REPLY_WAIT`](crate::DEFAULT_POSTGRES_REPLY_WAIT)).
-    pub fn reply_wait(&self) -> Option<Duration> {
-        self.space.reply_wait.get()
-    }
-}
-
-/// How long a pooled connection of [`PostgresStore::connect`] may sit idle
-/// before it is checked when next handed out (1 s).
-///
-/// A restart of the server (a fast shutdown and a start, or a failover to
-/// a new primary) takes longer than that, so every connection the pool
-/// held across one is checked; one used within the last second is not.
-pub const STALE_CHECK_AFTER: Duration = Duration::from_secs(1);
-
-/// The pool's check of an idle connection: `Ok(false)` (the pool closes it
-/// and hands out another, or a new one) when it does not answer a ping.
-async fn check_idle(
-    conn: &mut PgConnection,
-    meta: sqlx::pool::PoolConnectionMetadata,
-) -> Result<bool, sqlx::Error> {
-    if meta.idle_for < STALE_CHECK_AFTER {
-        return Ok(true);
-    }
-    Ok(PgConnection::bounded_by(ReplyWait::Default, conn.ping())
-        .await
-        .is_ok())
-}
 
 fn height_sql(height: StratumHeight) -> i32 {
     i32::try_from(height.get()).unwrap_or(i32::MAX)
@@ -207,32 +75,32 @@ impl Dialect for PgConnection {
         Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     const UNIX_NOW: &'static str = "CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)";
 
-    fn bounded_by<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
+    fn bound<F, T>(wait: ReplyWait, round_trip: F) -> Bounded<F>
     where
         F: std::future::Future<Output = Result<T, sqlx::Error>>,
     {
         Bounded::new(round_trip, wait.get())
     }
 
-    async fn execute(&mut self, wait: ReplyWait, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
+    async fn execute(&mut self, ex: Exchange<'_>, sql: SqlStr, args: &[Arg<'_>]) -> Res<u64> {
         let query = sqlx::query_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Ok(Self::bounded_by(wait, query.execute(&mut *self))
+        Ok(Self::exchange(ex, query.execute(&mut *self))
             .await?
             .rows_affected())
     }
 
     async fn fetch_all<T: Shared>(
         &mut self,
-        wait: ReplyWait,
+        ex: Exchange<'_>,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> Res<Vec<T>> {
         let query = sqlx::query_as_with(sql, arguments::<sqlx::Postgres>(args)?);
-        Self::bounded_by(wait, query.fetch_all(&mut *self)).await
+        Self::exchange(ex, query.fetch_all(&mut *self)).await
     }
 
-    async fn run_ddl(&mut self, wait: ReplyWait, sql: &'static str) -> Res<()> {
-        Self::bounded_by(wait, Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
+    async fn run_ddl(&mut self, ex: Exchange<'_>, sql: &'static str) -> Res<()> {
+        Self::exchange(ex, Executor::execute(&mut *self, sqlx::raw_sql(sql))).await?;
         Ok(())
     }
 
@@ -246,15 +114,14 @@ impl Dialect for PgConnection {
         let Some(first) = spaces.first() else {
             return Ok(());
         };
-        first.counters.round_trip(1);
         if spaces.len() > MAX_NAME_LOCKS {
-            return xact_lock(self, first.reply_wait, STORE_LOCK).await;
+            return xact_lock(self, first.exchange(), STORE_LOCK).await;
         }
         // The subquery's rows come in their sorted order, the store lock
         // first, and the locks are taken in that order.
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded_by(
-            first.reply_wait,
+        Self::exchange(
+            first.exchange(),
             sqlx::query(
                 "SELECT CASE WHEN shared THEN pg_advisory_xact_lock_shared(k) \
                          ELSE pg_advisory_xact_lock(k) END FROM ( \
@@ -272,19 +139,18 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    async fn lock_migrations(&mut self, wait: ReplyWait) -> Res<()> {
-        xact_lock(self, wait, MIGRATION_LOCK).await
+    async fn lock_migrations(&mut self, ex: Exchange<'_>) -> Res<()> {
+        xact_lock(self, ex, MIGRATION_LOCK).await
     }
 
     async fn create_namespaces(&mut self, spaces: &[&NamespaceState]) -> Res<()> {
         let Some(first) = spaces.first() else {
             return Ok(());
         };
-        first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
         let heights: Vec<i32> = spaces.iter().map(|s| height_sql(s.height)).collect();
-        Self::bounded_by(
-            first.reply_wait,
+        Self::exchange(
+            first.exchange(),
             sqlx::query(
                 "INSERT INTO ms_smt_namespaces (name, height) \
              SELECT * FROM UNNEST($1::text[], $2::int4[]) ORDER BY 1 \
@@ -298,14 +164,13 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamedRow>> {
+    async fn namespace_rows(&mut self, spaces: &[&NamespaceState]) -> Res<Vec<NamespaceRow>> {
         let Some(first) = spaces.first() else {
             return Ok(Vec::new());
         };
-        first.counters.round_trip(1);
         let names: Vec<&str> = spaces.iter().map(|s| &*s.name).collect();
-        Self::bounded_by(
-            first.reply_wait,
+        Self::exchange(
+            first.exchange(),
             sqlx::query_as(
                 "SELECT name, id, CAST(height AS BIGINT), root_hash, root_sum, version, \
                  (SELECT MAX(p.version) FROM ms_smt_pins p WHERE p.ns = n.id), journal_from \
@@ -332,9 +197,8 @@ impl Dialect for PgConnection {
     /// caller's transaction, where it lasts until that transaction ends (no
     /// savepoint: see [`write_commits`](Dialect::write_commits) for why).
     async fn guard_walk(&mut self, space: &NamespaceState) -> Res<()> {
-        space.counters.round_trip(1);
-        Self::bounded_by(
-            space.reply_wait,
+        Self::exchange(
+            space.exchange(),
             sqlx::query("SET LOCAL jit = off").execute(&mut *self),
         )
         .await?;
@@ -363,9 +227,8 @@ impl Dialect for PgConnection {
         let Some(first) = walks.first().filter(|_| !starts.depth.is_empty()) else {
             return Ok(out);
         };
-        first.space.counters.round_trip(1);
-        let rows = Self::bounded_by(
-            first.space.reply_wait,
+        let rows = Self::exchange(
+            first.space.exchange(),
             sqlx::query(walk_sql())
                 .bind(starts.walk)
                 .bind(starts.ns)
@@ -401,9 +264,8 @@ impl Dialect for PgConnection {
             ns.extend(std::iter::repeat_n(read.info.id, read.keys.len()));
         }
         let (paths, depths) = key_arrays(reads.iter().flat_map(|r| r.keys.iter()));
-        first.space.counters.round_trip(1);
-        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
-            first.space.reply_wait,
+        let rows: Vec<(i32, Vec<u8>, i32, Vec<u8>)> = Self::exchange(
+            first.space.exchange(),
             sqlx::query_as(READ_ROWS)
                 .bind(index)
                 .bind(ns)
@@ -428,9 +290,8 @@ impl Dialect for PgConnection {
         keys: &[RowKey],
     ) -> Res<Vec<(RowKey, Vec<u8>)>> {
         let (paths, depths) = key_arrays(keys.iter());
-        space.counters.round_trip(1);
-        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::bounded_by(
-            space.reply_wait,
+        let rows: Vec<(Vec<u8>, i32, Vec<u8>)> = Self::exchange(
+            space.exchange(),
             sqlx::query_as(READ_ROWS_AT)
                 .bind(info.id)
                 .bind(paths)
@@ -490,8 +351,7 @@ impl Dialect for PgConnection {
                 versions.push(id, &commit.new_root, version);
             }
         }
-        first.space.counters.round_trip(1);
-        Self::bounded_by(first.space.reply_wait, sqlx::query(
+        Self::exchange(first.space.exchange(), sqlx::query(
             "WITH kept AS ( \
                  INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
                  SELECT n.ns, n.path, n.depth, n.version, k.v, n.body \
@@ -569,9 +429,8 @@ impl Dialect for PgConnection {
 
     /// One statement (see [`write_commits`](Dialect::write_commits) for why).
     async fn clear(&mut self, space: &NamespaceState, state: &NsState) -> Res<()> {
-        space.counters.round_trip(1);
-        Self::bounded_by(
-            space.reply_wait,
+        Self::exchange(
+            space.exchange(),
             sqlx::query(
                 "WITH kept AS ( \
              INSERT INTO ms_smt_history (ns, path, depth, from_version, to_version, body) \
@@ -803,9 +662,9 @@ fn key_arrays<'k>(keys: impl Iterator<Item = &'k RowKey>) -> (Vec<&'k [u8]>, Vec
 }
 
 /// The exclusive advisory lock `key`, until the transaction ends.
-async fn xact_lock(conn: &mut PgConnection, wait: ReplyWait, key: i64) -> Res<()> {
-    PgConnection::bounded_by(
-        wait,
+async fn xact_lock(conn: &mut PgConnection, ex: Exchange<'_>, key: i64) -> Res<()> {
+    PgConnection::exchange(
+        ex,
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(key)
             .execute(conn),

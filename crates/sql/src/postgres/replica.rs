@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgConnection, PgPool, Postgres};
 
-use super::dialect::Dialect;
-use super::error::{Res, SqlStoreError};
-use super::postgres::PostgresStore;
+use super::PostgresStore;
 use super::snapshot::{ReadSnapshot, ServedBy};
-use super::token::CommitToken;
-use super::tx::TxConnection;
+use crate::commit_token::CommitToken;
+use crate::dialect::Dialect;
+use crate::error::{Res, SqlStoreError};
+use crate::tx::TxConnection;
 
 /// How long a read given a token waits for a standby by default.
 pub const DEFAULT_STANDBY_WAIT: Duration = Duration::from_secs(2);
@@ -185,9 +185,8 @@ impl ReplicaSet {
     /// nothing is written yet; a standby's replay position stops at the
     /// page's end and would never reach it. The token is that page end.
     pub async fn commit_token(&self) -> Res<CommitToken> {
-        self.primary.space.counters.round_trip(1);
-        let (lsn, block, segment): (i64, i64, i64) = PgConnection::bounded_by(
-            self.primary.space.reply_wait,
+        let (lsn, block, segment): (i64, i64, i64) = PgConnection::exchange(
+            self.primary.space.exchange(),
             sqlx::query_as(INSERT_LSN).fetch_one(self.primary.pool()),
         )
         .await?;
@@ -256,9 +255,8 @@ async fn wait_for(
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
-        standby.space.counters.round_trip(1);
-        let (recovering, replayed): (bool, Option<i64>) = PgConnection::bounded_by(
-            standby.space.reply_wait,
+        let (recovering, replayed): (bool, Option<i64>) = PgConnection::exchange(
+            standby.space.exchange(),
             sqlx::query_as(REPLAY_LSN).fetch_one(&mut *conn.conn()),
         )
         .await?;
