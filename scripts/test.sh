@@ -3,11 +3,12 @@
 # test.sh -- every test of every crate of the workspace, PostgreSQL included:
 # the README's test command, and the first step of .ci/run.
 #
-# Unit, integration and doc tests, in release, under scripts/with-postgres.sh
-# (a throwaway local PostgreSQL unless MSSMT_PG_URL is set). Examples are not
-# linked here: `cargo test` alone would build all of them in release (15
-# binaries, ~4 minutes of a clean CI build) only to check that they compile,
-# which .ci/run's `cargo clippy --all-targets` does already.
+# Unit, integration and doc tests, in the `test-ci` profile (Cargo.toml: the
+# release profile with the workspace's own crates at opt-level 1), under
+# scripts/with-postgres.sh (a throwaway local PostgreSQL unless MSSMT_PG_URL
+# is set). Examples are not linked here: `cargo test` alone would build all
+# of them (15 binaries, ~4 minutes of a clean CI build) only to check that
+# they compile, which .ci/run's `cargo clippy --all-targets` does already.
 #
 # Arguments go to one cargo invocation instead, e.g.
 #   scripts/test.sh -p ms-smt-sql --test suite -- changes::
@@ -15,8 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -gt 0 ]; then
-    exec scripts/with-postgres.sh cargo test --release --all-features "$@"
+    exec scripts/with-postgres.sh cargo test --profile test-ci --all-features "$@"
 fi
 exec scripts/with-postgres.sh bash -c \
-    'cargo test --workspace --release --all-features --no-fail-fast --lib --bins --tests &&
-     cargo test --workspace --release --all-features --no-fail-fast --doc'
+    'cargo test --workspace --profile test-ci --all-features --no-fail-fast --lib --bins --tests &&
+     cargo test --workspace --profile test-ci --all-features --no-fail-fast --doc'
