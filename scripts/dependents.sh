@@ -29,9 +29,9 @@ if ! cargo hack --version >/dev/null 2>&1; then
     cargo install cargo-hack --version "$HACK_VERSION" --locked
 fi
 
-cargo hack clippy --workspace --exclude ms-smt-sql --each-feature --no-dev-deps --lib --bins \
+cargo hack clippy --workspace --exclude ms-smt-sql --each-feature --no-dev-deps \
     -- -D warnings
 # The SQL stores need an engine: every set of their features with one.
 cargo hack clippy -p ms-smt-sql --feature-powerset --at-least-one-of sqlite,postgres \
-    --no-dev-deps --lib --bins -- -D warnings
+    --no-dev-deps -- -D warnings
 cargo build --release --locked -p ms-smt-cli
