@@ -21,7 +21,7 @@ pub struct LeafChange {
 }
 
 /// Everything one write changes, produced by the read phase and applied by
-/// [`ForestStore::commit_trees`](crate::store::ForestStore::commit_trees) in one atomic step.
+/// `ms_smt::store::ForestStore::commit_trees` in one atomic step.
 ///
 /// Every change names its [`Position`] and the node's hash: position-keyed
 /// stores (SQL strata) replace what sits at each position; hash-keyed

@@ -17,7 +17,7 @@ use crate::{NodeSource, UpdateBatch};
 use crate::{compacted, full};
 
 /// Plans one batched write without touching any store: the pure half of
-/// [`Tree::insert_many`](crate::Tree::insert_many).
+/// `ms_smt::Tree::insert_many`.
 ///
 /// `source` must hold every node on the batch's paths and their siblings
 /// (what the level-batched fetch brings). The batch may mix inserts and

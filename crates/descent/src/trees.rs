@@ -26,7 +26,7 @@ pub struct TreeItems<'a, R> {
     pub items: Vec<Item<'a>>,
 }
 
-/// Plans every tree's update, in order, as [`plan_items`] plans one.
+/// Plans every tree's update, in order, as `plan_items` plans one.
 pub fn plan_trees<R: NodeSource>(
     layout: LayoutKind,
     trees: &[TreeItems<'_, R>],

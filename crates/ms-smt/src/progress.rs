@@ -53,7 +53,7 @@ pub enum ProgressOperation {
     /// A SQL store's schema upgrade, in migration steps applied (total:
     /// the steps this database still needed).
     SchemaUpgrade,
-    /// [`SqlStore::count_leaves`](crate::store::SqlStore::count_leaves), in
+    /// `ms_smt_sql::SqlStore::count_leaves`, in
     /// rows read (total unknown until the end).
     CountLeaves,
 }

@@ -100,8 +100,8 @@ impl Metrics {
         self.families[at].samples.push((labels, value));
     }
 
-    /// A writer's counters ([`Writer::stats`](crate::Writer::stats),
-    /// [`ForestWriter::stats`](crate::ForestWriter::stats)), labelled
+    /// A writer's counters ([`Writer::stats`](ms_smt::Writer::stats),
+    /// [`ForestWriter::stats`](ms_smt::ForestWriter::stats)), labelled
     /// `writer="<name>"`.
     pub fn writer(mut self, name: &str, stats: &WriterStats) -> Self {
         use Kind::{Counter, Gauge};

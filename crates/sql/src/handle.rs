@@ -193,7 +193,7 @@ impl<C: Dialect> SqlStore<C> {
     }
 
     /// [`migrate`](Self::migrate), reporting the versions applied to
-    /// `progress` ([`ProgressOperation::SchemaUpgrade`](crate::ProgressOperation::SchemaUpgrade)).
+    /// `progress` ([`ProgressOperation::SchemaUpgrade`](ms_smt::ProgressOperation::SchemaUpgrade)).
     pub async fn migrate_with_progress(&self, progress: &ProgressSink) -> Res<()> {
         let set = &super::migrations::TREE_SCHEMA;
         super::schema::migrate::<C>(&self.source.pool, set, self.space.reply_wait, progress).await

@@ -81,7 +81,7 @@ impl LeafCount {
 }
 
 /// What is wrong with a namespace, found by a listing (which reads the
-/// namespace row and the root row only: [`Tree::audit`](crate::Tree::audit)
+/// namespace row and the root row only: [`Tree::audit`](ms_smt::Tree::audit)
 /// checks every row).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NamespaceDamage {

@@ -69,7 +69,7 @@ impl ReplyWait {
 
 /// One exchange with the server (a statement, `BEGIN`, `COMMIT`,
 /// `ROLLBACK`): the bound on its reply and the counters it is counted in
-/// (a handle's, [`NamespaceState::exchange`](crate::space::NamespaceState::exchange);
+/// (a handle's, `NamespaceState::exchange`;
 /// none for the crate's own bookkeeping, such as a migration). Every
 /// statement of the stores is sent as one ([`Dialect::exchange`](crate::Dialect::exchange)),
 /// so every round trip is counted where it is sent, and only there.

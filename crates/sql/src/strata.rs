@@ -124,7 +124,7 @@ pub enum StrataError {
 }
 
 impl StrataError {
-    /// What is wrong, in words (an audit's [`Problem::Malformed`]).
+    /// What is wrong, in words (an audit's [`Problem::Malformed`](ms_smt::Problem::Malformed)).
     pub fn what(&self) -> &'static str {
         match self {
             StrataError::Malformed { what, .. } | StrataError::Inconsistent { what, .. } => what,
@@ -649,7 +649,7 @@ pub struct Merged {
     pub leaves: Vec<LeafChange>,
 }
 
-/// [`apply`] given the batch's [`touched_rows`], also handing back the
+/// `apply` given the batch's [`touched_rows`], also handing back the
 /// merged rows.
 ///
 /// Hashes the rows already know (a row read by a path walk knows all of

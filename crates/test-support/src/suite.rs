@@ -543,7 +543,7 @@ impl<S> Probe<S> {
 
 /// Runs one generic scenario `async fn(S)` over [`TestStore`] on every
 /// store: memory, SQLite and Postgres, and the SQL stores `*_cold`, with
-/// every node read from the database (no [`RecentNodes`]): the SQL read
+/// every node read from the database (no [`RecentNodes`](ms_smt::store::RecentNodes)): the SQL read
 /// statements, which remembered nodes mostly skip.
 ///
 /// `name => scenario::<L1, L2>` runs `async fn scenario<S, L>(&S)` for each

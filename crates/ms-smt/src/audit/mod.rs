@@ -1,6 +1,6 @@
 //! Integrity audits: walk a namespace from its stored root, recompute every
 //! hash and sum, check the layout's canonical shape, and report what is
-//! wrong as typed [`Problem`](crate::Problem)s.
+//! wrong as typed [`Problem`]s.
 //!
 //! ```text
 //!   Tree::audit ── store.audit_rows (SQL: every row in key order, then

@@ -104,7 +104,7 @@ impl Dialect for PgConnection {
         Ok(())
     }
 
-    /// Up to [`MAX_NAME_LOCKS`] namespaces: the shared store lock, then a
+    /// Up to `MAX_NAME_LOCKS` namespaces: the shared store lock, then a
     /// per-namespace advisory lock each, in the order of the lock keys, all
     /// in one statement. More: the store lock alone, exclusive (Postgres
     /// keeps advisory locks in a shared table sized for about

@@ -83,7 +83,7 @@ impl ReadSnapshot {
         self.served_by
     }
 
-    /// A store reading this snapshot, for a [`Tree`](crate::Tree) (its
+    /// A store reading this snapshot, for a [`Tree`](ms_smt::Tree) (its
     /// writes fail: the transaction is read-only).
     pub fn store(&mut self) -> PostgresTxStore<'_> {
         SqlStore::in_transaction(&self.store, self.conn.conn())

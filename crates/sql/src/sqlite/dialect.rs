@@ -165,7 +165,7 @@ impl Dialect for SqliteConnection {
     /// each row's body, so a path row is probed once; sibling rows are
     /// probed afterwards. Walks name distinct namespaces.
     ///
-    /// For start `i` ([`PathParams`]: shared rows are walked once), `?1`
+    /// For start `i` (`PathParams`: shared rows are walked once), `?1`
     /// holds its namespace id, `?4` the depth of its first row (3 digits),
     /// then `1` when that row's sibling is wanted too and `1` when its walk
     /// wants sibling rows at all, `?5` the path of the row at depth

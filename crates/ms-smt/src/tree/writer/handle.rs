@@ -227,7 +227,7 @@ impl<S: ForestStore + Clone, L: Layout> ForestWriter<S, L> {
     }
 
     /// [`submit`](Self::submit), with each write's nested proof at the
-    /// receipt's roots ([`ForestReceipt::proofs`]).
+    /// receipt's roots ([`ForestReceipt::proofs`](crate::ForestReceipt::proofs)).
     pub async fn submit_with_proofs<N, I>(&self, writes: I) -> Answer<S::Error>
     where
         N: AsRef<str>,
