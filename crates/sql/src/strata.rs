@@ -649,8 +649,8 @@ pub struct Merged {
     pub leaves: Vec<LeafChange>,
 }
 
-/// `apply` given the batch's [`touched_rows`], also handing back the
-/// merged rows.
+/// Applies `batch` to the rows of [`touched_rows`], as the unit tests'
+/// `apply` does, also handing back the merged rows.
 ///
 /// Hashes the rows already know (a row read by a path walk knows all of
 /// them) are not recomputed: only the slots the batch changes and their
