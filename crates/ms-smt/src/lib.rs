@@ -30,6 +30,10 @@
 //!   import ([`View::export_trunk`], [`Tree::import`]), subtree sums
 //!   ([`View::subtree`]) and proofs of them for a holder of the root alone
 //!   ([`SumProof`]: a prefix, or a key range).
+//! * tapd's universe layout ([`multiverse`]): universes named and keyed as
+//!   tapd names and keys them, the issuance and transfer multiverses over
+//!   their roots in the same commit, paged listings and proofs up to the
+//!   multiverse root ([`Multiverse`]).
 //!
 //! The SQL stores are `ms-smt-sql`'s; federation over HTTP, access tokens
 //! and metrics are `ms-smt-server`'s; tapd interop is `ms-smt-tapd`'s; the
@@ -97,6 +101,7 @@ use ms_smt_core::{empty, key, leaf, node, position};
 use ms_smt_descent as descent;
 use ms_smt_descent::{hash, layout, lift};
 mod error;
+pub mod multiverse;
 mod pin;
 mod progress;
 pub mod proof;
@@ -117,6 +122,7 @@ pub use ms_smt_core::{
     verify_merkle_proof,
 };
 pub use ms_smt_descent::{DEFAULT_HASH_LANES, Tuning};
+pub use multiverse::Multiverse;
 pub use node::{ComputedNode, Node};
 pub use position::Position;
 pub use progress::{Meter, Progress, ProgressOperation, ProgressSink};
