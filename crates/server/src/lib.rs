@@ -19,6 +19,10 @@
 //! HTTP; and it bounds what one client can cost (connections, header and
 //! idle timeouts in [`ListenConfig`]; rate limits, body, leaf and work
 //! caps in [`ServerConfig`]).
+//!
+//! With feature `grpc`, the module `grpc` speaks tapd's own federation protocol,
+//! the read face of the gRPC service `universerpc.Universe`, over a
+//! [`Multiverse`](ms_smt::Multiverse).
 
 #![warn(missing_docs)]
 
@@ -32,6 +36,8 @@ use ms_smt_descent::{hash, layout};
 pub mod access;
 mod client;
 mod database;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod limits;
 mod listener;
 pub mod metrics;

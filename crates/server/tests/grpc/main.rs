@@ -1,0 +1,9 @@
+//! The gRPC face (feature `grpc`): the .proto against the reference's,
+//! the committed generated code against a fresh generation, tapd's layout
+//! against the tapd fixtures, and the service over loopback on the memory
+//! store and SQLite.
+
+mod codegen;
+mod conformance;
+mod layout;
+mod service;
