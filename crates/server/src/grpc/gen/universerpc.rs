@@ -94,7 +94,7 @@ pub struct UniverseRoot {
 /// A page of universe roots.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct AssetRootResponse {
-    /// The roots, by universe namespace ("<proof type>-<hex ID bytes>").
+    /// The roots, by universe namespace (`<proof type>-<hex ID bytes>`).
     #[prost(map = "string, message", tag = "1")]
     pub universe_roots: ::std::collections::HashMap<
         ::prost::alloc::string::String,
@@ -146,7 +146,7 @@ pub mod asset_key {
     /// The outpoint of the asset key.
     #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
     pub enum Outpoint {
-        /// As "<reversed hex txid>:<index>".
+        /// As `<reversed hex txid>:<index>`.
         #[prost(string, tag = "1")]
         OpStr(::prost::alloc::string::String),
         /// Unrolled.
