@@ -644,3 +644,17 @@ async fn a_large_page_stays_under_the_message_limit() {
     );
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_tapds_syncer_on_postgres() {
+    // The throwaway database of scripts/test.sh; the writes are the same
+    // on every run, so a database that already holds them gives the same
+    // roots.
+    let Some(url) = ms_smt_test_support::pg_url("serves_tapds_syncer_on_postgres") else {
+        return;
+    };
+    let store = ms_smt_sql::PostgresStore::connect(&url)
+        .await
+        .expect("connect");
+    exercise(Multiverse::new(store)).await;
+}
