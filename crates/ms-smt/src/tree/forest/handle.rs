@@ -37,7 +37,10 @@ type Res<T, S> = Result<T, TreeError<<S as ForestStore>::Error>>;
 /// sum)`, or the link's fixed sum) in the same commit, each parent's
 /// descent taking all its children changed at once; links may stack. A
 /// tree emptied keeps its leaf in its parent, with the empty tree's root
-/// and sum 0, as tapd does.
+/// and sum 0 (or the link's fixed sum). tapd does otherwise for its
+/// multiverse: deleting a universe's last leaf deletes the universe's
+/// multiverse leaf (taproot-assets `tapdb/multiverse.go`,
+/// `DeleteProofLeaf`).
 ///
 /// Many small concurrent writers share commits through a
 /// [`ForestWriter`](crate::ForestWriter) ([`writer`](Self::writer)).

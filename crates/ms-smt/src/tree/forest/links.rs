@@ -32,9 +32,10 @@ enum Children {
 /// use ms_smt::{Key, Link, LinkSum};
 /// use sha2::{Digest, Sha256};
 ///
-/// // tapd's issuance multiverse: one leaf per universe, keyed by the
-/// // universe's id (here the part of the name after "issuance-"), summing
-/// // 1 per universe.
+/// // A multiverse in the shape of tapd's issuance multiverse: one leaf per
+/// // universe, keyed here by the hash of the part of the name after
+/// // "issuance-", summing 1 per universe. (tapd keys it by the universe's
+/// // 32 ID bytes themselves: `ms_smt::multiverse::multiverse_links`.)
 /// let multiverse = Link::rule("multiverse-issuance", |name| {
 ///     let id = name.strip_prefix("issuance-")?;
 ///     Some(Key(Sha256::digest(id.as_bytes()).into()))
