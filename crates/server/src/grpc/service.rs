@@ -53,6 +53,12 @@ impl<S: ForestStore + std::fmt::Debug> std::fmt::Debug for UniverseService<S> {
     }
 }
 
+/// A request's universe ID, or the status tapd answers a malformed one with
+/// (the same words in every method that takes one).
+fn universe_id(id: Option<&rpc::Id>) -> Result<request::RequestId, Status> {
+    request::universe_id(id).map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))
+}
+
 /// An operation's store error as a status.
 fn store_error<E: std::error::Error + 'static>(e: MultiverseError<E>) -> Status {
     match e {
@@ -261,8 +267,7 @@ where
         request: Request<rpc::AssetRootQuery>,
     ) -> Result<Response<rpc::QueryRootResponse>, Status> {
         let req = request.into_inner();
-        let id = request::universe_id(req.id.as_ref())
-            .map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))?;
+        let id = universe_id(req.id.as_ref())?;
         let mut roots = Vec::with_capacity(2);
         for proof_type in ProofType::ALL {
             let universe = id.universe(proof_type);
@@ -286,8 +291,7 @@ where
         request: Request<rpc::AssetLeafKeysRequest>,
     ) -> Result<Response<rpc::AssetLeafKeyResponse>, Status> {
         let req = request.into_inner();
-        let id = request::universe_id(req.id.as_ref())
-            .map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))?;
+        let id = universe_id(req.id.as_ref())?;
         let Some(proof_type) = id.proof_type else {
             return Err(Status::unknown(
                 "proof type (req.id.proof_type) must be specified",
@@ -338,8 +342,7 @@ where
         request: Request<rpc::AssetLeavesRequest>,
     ) -> Result<Response<rpc::AssetLeafResponse>, Status> {
         let req = request.into_inner();
-        let id = request::universe_id(req.id.as_ref())
-            .map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))?;
+        let id = universe_id(req.id.as_ref())?;
         let (offset, limit) = request::page(req.offset, req.limit).map_err(Status::unknown)?;
         // tapd reads an unspecified proof type's universe, which never
         // holds a leaf.
