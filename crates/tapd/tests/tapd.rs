@@ -20,42 +20,9 @@ use ms_smt_tapd::{
     Corruption, ExportOptions, ImportError, ImportOptions, TapdError, TapdSource, TapdTarget,
     audit_namespace, export_namespace, import_namespace,
 };
-use serde::Deserialize;
 use sqlx::Connection;
+use support::tapd_expected::{ExpectedNs, tapd_expected as expected};
 use support::{TempDb, pg_url, sanitize, unique};
-
-#[derive(Deserialize)]
-struct Expected {
-    namespaces: Vec<ExpectedNs>,
-}
-
-#[derive(Deserialize)]
-struct ExpectedNs {
-    namespace: String,
-    root_hash: String,
-    root_sum: String,
-    leaves: Vec<ExpectedLeaf>,
-    proofs: Vec<ExpectedProof>,
-}
-
-#[derive(Deserialize)]
-struct ExpectedLeaf {
-    key: String,
-    value: String,
-    sum: String,
-}
-
-#[derive(Deserialize)]
-struct ExpectedProof {
-    key: String,
-    compressed_proof: String,
-}
-
-fn expected() -> Expected {
-    let text = std::fs::read_to_string(support::tapd_fixtures().join("expected.json"))
-        .expect("expected.json");
-    serde_json::from_str(&text).expect("parse expected.json")
-}
 
 fn key_of(hex_key: &str) -> Key {
     Key(hex::decode(hex_key)

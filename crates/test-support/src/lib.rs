@@ -21,6 +21,7 @@ pub mod recipes;
 pub mod stores;
 pub mod submitters;
 pub mod suite;
+pub mod tapd_expected;
 pub mod upgrade;
 
 use std::path::PathBuf;

@@ -9,40 +9,7 @@
 use ms_smt::multiverse::{ProofType, Universe, UniverseId};
 use ms_smt::store::MemoryStore;
 use ms_smt::{CompactedTree, ComputedNode, Key, Leaf, Multiverse};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Expected {
-    namespaces: Vec<Namespace>,
-}
-
-#[derive(Deserialize)]
-struct Namespace {
-    namespace: String,
-    root_hash: String,
-    root_sum: String,
-    leaves: Vec<ExpectedLeaf>,
-    proofs: Vec<ExpectedProof>,
-}
-
-#[derive(Deserialize)]
-struct ExpectedLeaf {
-    key: String,
-    value: String,
-    sum: String,
-}
-
-#[derive(Deserialize)]
-struct ExpectedProof {
-    key: String,
-    compressed_proof: String,
-}
-
-fn expected() -> Expected {
-    let path = ms_smt_test_support::tapd_fixtures().join("expected.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    serde_json::from_str(&text).expect("expected.json")
-}
+use ms_smt_test_support::tapd_expected::tapd_expected as expected;
 
 fn key(hex_key: &str) -> Key {
     let mut out = [0u8; 32];
