@@ -36,6 +36,7 @@ use ms_smt_descent::{hash, layout};
 pub mod access;
 mod client;
 mod database;
+mod gate;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod limits;
@@ -52,7 +53,7 @@ pub use database::DatabaseExt;
 pub use limits::{MAX_RATE_WAIT, MAX_TRACKED_KEYS, Rate};
 pub use listener::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_ADDRESS,
-    ListenConfig, Transport, serve,
+    DEFAULT_MAX_STREAMS, ListenConfig, Transport, serve,
 };
 pub use server::{
     ClientAddr, DEFAULT_BODY_LIMIT, DEFAULT_MAX_CHANGES, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LEAVES,

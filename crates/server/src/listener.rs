@@ -9,6 +9,12 @@
 //! connection on which no byte moves either way for
 //! [`ListenConfig::idle_timeout`] is closed: a half-sent request or an
 //! unread answer holds its slot for seconds, not for ever.
+//!
+//! The same loop serves the gRPC face (feature `grpc`) over HTTP/2: there
+//! the header timeout covers the TLS handshake only (HTTP/2 frames have no
+//! per-request header deadline in hyper), the idle timeout holds as on
+//! HTTP/1.1, and [`ListenConfig::max_streams`] caps the requests one
+//! connection carries at once.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,8 +45,22 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default [`ListenConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default [`ListenConfig::max_streams`].
+pub const DEFAULT_MAX_STREAMS: u32 = 100;
+
 /// Largest request header (and read buffer) a connection holds.
 const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// What a listener speaks on its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// HTTP/1.1 (the JSON routes).
+    Http1,
+    /// HTTP/2 only (gRPC): over TLS with ALPN `h2`, or with prior
+    /// knowledge on plain TCP.
+    #[cfg(feature = "grpc")]
+    Http2,
+}
 
 /// The answer to a connection over a cap, on plain HTTP.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
@@ -84,6 +104,10 @@ pub struct ListenConfig {
     /// A connection on which no byte moves either way for this long is
     /// closed (default [`DEFAULT_IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
+    /// Requests open at once on one HTTP/2 connection (the gRPC face;
+    /// default [`DEFAULT_MAX_STREAMS`]); more are refused by the protocol
+    /// (`REFUSED_STREAM`). HTTP/1.1 has one at a time.
+    pub max_streams: u32,
 }
 
 impl ListenConfig {
@@ -94,6 +118,7 @@ impl ListenConfig {
             max_per_address: DEFAULT_MAX_PER_ADDRESS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_streams: DEFAULT_MAX_STREAMS,
         }
     }
 
@@ -128,6 +153,12 @@ impl ListenConfig {
     /// A connection idle for `t` is closed.
     pub fn idle_timeout(mut self, t: Duration) -> Self {
         self.idle_timeout = t;
+        self
+    }
+
+    /// At most `n` requests open at once on one HTTP/2 connection.
+    pub fn max_streams(mut self, n: u32) -> Self {
+        self.max_streams = n.max(1);
         self
     }
 }
@@ -255,6 +286,17 @@ pub async fn serve(
     config: ListenConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_as(listener, router, config, Protocol::Http1, shutdown).await
+}
+
+/// [`serve`] speaking `protocol`.
+pub(crate) async fn serve_as(
+    listener: TcpListener,
+    router: Router,
+    config: ListenConfig,
+    protocol: Protocol,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let per_address = Arc::new(PerAddress::default());
     let acceptor = match &config.transport {
@@ -294,6 +336,9 @@ pub async fn serve(
             addr,
             header_timeout: config.header_timeout,
             idle_timeout: config.idle_timeout,
+            #[cfg(feature = "grpc")]
+            max_streams: config.max_streams,
+            protocol,
             stop: stop_rx.clone(),
         };
         let acceptor = acceptor.clone();
@@ -314,6 +359,9 @@ struct Connection {
     addr: SocketAddr,
     header_timeout: Duration,
     idle_timeout: Duration,
+    #[cfg(feature = "grpc")]
+    max_streams: u32,
+    protocol: Protocol,
     stop: watch::Receiver<bool>,
 }
 
@@ -339,8 +387,9 @@ impl Connection {
         }
     }
 
-    /// HTTP/1.1 on `io` until the client leaves, a timeout, or shutdown.
-    async fn http<T>(mut self, io: T, epoch: Instant, last: Arc<AtomicU64>)
+    /// The connection's protocol on `io` until the client leaves, a
+    /// timeout, or shutdown.
+    async fn http<T>(self, io: T, epoch: Instant, last: Arc<AtomicU64>)
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -351,13 +400,34 @@ impl Connection {
             let mut router = router.clone();
             tower_service::Service::call(&mut router, request)
         });
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.header_timeout)
-            .max_buf_size(MAX_HEADER_BYTES)
-            .keep_alive(true);
-        let conn = builder.serve_connection(TokioIo::new(io), service);
+        match self.protocol {
+            Protocol::Http1 => {
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(self.header_timeout)
+                    .max_buf_size(MAX_HEADER_BYTES)
+                    .keep_alive(true);
+                let conn = builder.serve_connection(TokioIo::new(io), service);
+                self.drive(conn, epoch, last).await;
+            }
+            #[cfg(feature = "grpc")]
+            Protocol::Http2 => {
+                let mut builder =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+                builder
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(self.max_streams)
+                    .max_header_list_size(u32::try_from(MAX_HEADER_BYTES).unwrap_or(u32::MAX));
+                let conn = builder.serve_connection(TokioIo::new(io), service);
+                self.drive(conn, epoch, last).await;
+            }
+        }
+    }
+
+    /// Runs `conn` until it ends, no byte has moved for the idle timeout,
+    /// or shutdown (which lets its requests in hand finish).
+    async fn drive<F: Served>(mut self, conn: F, epoch: Instant, last: Arc<AtomicU64>) {
         let mut conn = std::pin::pin!(conn);
         let idle_ms = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
         let tick =
@@ -376,10 +446,46 @@ impl Connection {
                 changed = self.stop.changed(), if !stopping => {
                     stopping = true;
                     if changed.is_ok() {
-                        conn.as_mut().graceful_shutdown();
+                        conn.as_mut().shut_down();
                     }
                 }
             }
         }
+    }
+}
+
+/// A served connection of either protocol: a future that ends with the
+/// connection, and can be asked to finish what it holds and close.
+trait Served: Future {
+    /// hyper's `graceful_shutdown`.
+    fn shut_down(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Served for hyper::server::conn::http1::Connection<I, S>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn shut_down(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl<I, S, B> Served for hyper::server::conn::http2::Connection<I, S, hyper_util::rt::TokioExecutor>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn shut_down(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
     }
 }

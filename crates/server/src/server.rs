@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -44,10 +44,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
-use tokio::sync::Semaphore;
 
-use super::access::{AccessConfig, Authority, Principal, Scope, TokenRefusal};
-use super::limits::{Rate, RateLimiter};
+use super::access::{AccessConfig, Authority, Principal, Scope};
+use super::gate::{Gate, Refusal};
+use super::limits::Rate;
 use super::wire::{
     ChangesOut, ChildrenIn, ChildrenOut, CreatedOut, DEFAULT_MAX_PREFIXES, ErrorOut, LeafIn,
     ProofOut, RootOut, WireError, check_namespace, decode_key,
@@ -409,10 +409,7 @@ struct Shared<C: Dialect> {
     spaces: Mutex<HashMap<String, CompactedTree<SqlStore<C>>>>,
     /// The store writer, made on the first write.
     writer: OnceLock<ForestWriter<SqlStore<C>, Compacted>>,
-    authority: Authority<C>,
-    per_address: Option<RateLimiter<Option<std::net::IpAddr>>>,
-    per_token: Option<RateLimiter<Arc<str>>>,
-    in_flight: Semaphore,
+    gate: Gate,
 }
 
 type Api<T> = Result<Json<T>, ServeError>;
@@ -486,7 +483,7 @@ fn require(
 }
 
 /// How a refusal names `principal` (never a secret).
-fn who(principal: &Principal) -> String {
+pub(crate) fn who(principal: &Principal) -> String {
     match principal {
         Principal::Anonymous => "an anonymous caller".to_owned(),
         Principal::Token { id, .. } => format!("token {id}"),
@@ -516,13 +513,10 @@ async fn gate<C: Dialect>(
     response
 }
 
-/// The in-flight cap, the caller, the rate limits, and the request's time
-/// limit; sets the [`Principal`] as a request extension.
+/// The in-flight cap, the caller, the rate limits ([`Gate::admit`]), and
+/// the request's time limit; sets the [`Principal`] as a request
+/// extension.
 async fn admit<C: Dialect>(shared: &Shared<C>, mut request: Request, next: Next) -> Response {
-    let Ok(_permit) = shared.in_flight.try_acquire() else {
-        return ServeError::Busy.into_response();
-    };
-    let now = Instant::now();
     let ip = request
         .extensions()
         .get::<ClientAddr>()
@@ -533,59 +527,34 @@ async fn admit<C: Dialect>(shared: &Shared<C>, mut request: Request, next: Next)
                 .get::<axum::extract::ConnectInfo<SocketAddr>>()
                 .map(|a| a.0.ip())
         });
-    let limited = |ms: Duration| ServeError::RateLimited {
-        retry_after_ms: u64::try_from(ms.as_millis()).unwrap_or(u64::MAX),
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    let admitted = match shared.gate.admit(ip, authorization.as_deref()).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return ServeError::from(refusal).into_response(),
     };
-    let principal = match request.headers().get(header::AUTHORIZATION) {
-        Some(value) => {
-            // An address spending its budget on bad tokens is refused
-            // before its next token is looked up.
-            if let Some(limiter) = &shared.per_address
-                && !limiter.has(&ip, now)
-            {
-                return limited(Duration::from_millis(10)).into_response();
-            }
-            match shared.authority.principal(value.as_bytes()).await {
-                Ok(principal) => principal,
-                Err(refusal) => {
-                    if let Some(limiter) = &shared.per_address {
-                        let _ = limiter.take(&ip, now);
-                    }
-                    return match refusal {
-                        TokenRefusal::Malformed => ServeError::MalformedToken,
-                        TokenRefusal::Invalid => ServeError::InvalidToken,
-                        TokenRefusal::Store(e) => ServeError::AccessCheck(e),
-                    }
-                    .into_response();
-                }
-            }
-        }
-        None => {
-            if let Some(limiter) = &shared.per_address {
-                match limiter.take(&ip, now) {
-                    Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
-                    Ok(_) => {}
-                    Err(retry) => return limited(retry).into_response(),
-                }
-            }
-            if !shared.config.access.public_read {
-                return ServeError::NoToken.into_response();
-            }
-            Principal::Anonymous
-        }
-    };
-    if let (Some(limiter), Principal::Token { id, .. }) = (&shared.per_token, &principal) {
-        match limiter.take(id, now) {
-            Ok(wait) if !wait.is_zero() => tokio::time::sleep(wait).await,
-            Ok(_) => {}
-            Err(retry) => return limited(retry).into_response(),
-        }
-    }
-    request.extensions_mut().insert(principal);
+    request.extensions_mut().insert(admitted.principal.clone());
     let limit = shared.config.request_timeout;
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ServeError::Timeout(limit).into_response(),
+    }
+}
+
+impl From<Refusal> for ServeError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Busy => ServeError::Busy,
+            Refusal::RateLimited(retry) => ServeError::RateLimited {
+                retry_after_ms: u64::try_from(retry.as_millis()).unwrap_or(u64::MAX),
+            },
+            Refusal::NoToken => ServeError::NoToken,
+            Refusal::MalformedToken => ServeError::MalformedToken,
+            Refusal::InvalidToken => ServeError::InvalidToken,
+            Refusal::AccessCheck(e) => ServeError::AccessCheck(e),
+        }
     }
 }
 
@@ -880,16 +849,19 @@ pub fn routes<C: Dialect>(
     config: ServerConfig,
     extra: Router,
 ) -> Router {
-    let authority = Authority::new(forest.store().clone(), &config.access);
+    let admission = Gate::new(
+        Arc::new(Authority::new(forest.store().clone(), &config.access)),
+        config.access.public_read,
+        config.per_address,
+        config.per_token,
+        config.max_in_flight,
+    );
     let shared = Arc::new(Shared {
         forest,
         config,
         spaces: Mutex::new(HashMap::new()),
         writer: OnceLock::new(),
-        authority,
-        per_address: config.per_address.map(RateLimiter::new),
-        per_token: config.per_token.map(RateLimiter::new),
-        in_flight: Semaphore::new(config.max_in_flight),
+        gate: admission,
     });
     Router::new()
         .route("/v1/{ns}", put(create::<C>))

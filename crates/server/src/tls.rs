@@ -155,13 +155,25 @@ impl TlsIdentity {
         self.chain.first()
     }
 
-    /// The rustls server configuration: TLS 1.2 and 1.3, HTTP/1.1.
+    /// The rustls server configuration of the HTTP server: TLS 1.2 and
+    /// 1.3, ALPN `http/1.1`.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        self.config_with_alpn(b"http/1.1")
+    }
+
+    /// The rustls server configuration of the gRPC universe service: TLS
+    /// 1.2 and 1.3, ALPN `h2` (gRPC clients, tapd's among them, refuse a
+    /// server that does not select it).
+    pub fn grpc_server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        self.config_with_alpn(b"h2")
+    }
+
+    fn config_with_alpn(&self, protocol: &[u8]) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let mut config = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(self.chain.clone(), self.key.clone_key())?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![protocol.to_vec()];
         Ok(Arc::new(config))
     }
 }

@@ -1,16 +1,23 @@
 //! The `universerpc.Universe` service over a [`Multiverse`].
 
 use std::collections::HashMap;
-use std::future::Future;
+use std::sync::Arc;
 
 use ms_smt::multiverse::{
     KeyRecord, Multiverse, MultiverseError, PageQuery, ProofType, Universe, UniverseId,
 };
 use ms_smt::store::{ForestStore, MemoryStore};
 use ms_smt::{CompactedTree, ComputedNode, Key};
+use ms_smt_sql::{Dialect, SqlStore};
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use crate::access::{Authority, Principal, Scope};
+use crate::gate::{NoTokens, TokenCheck};
+use crate::server::{ServeError, who};
+
+use super::admission::{ServiceConfig, TokenSource};
+use super::insert::leaf_from_proof;
 use super::proto::universerpc::universe_server::{self, UniverseServer};
 use super::proto::universerpc::{self as rpc};
 use super::request::{self, RequestId};
@@ -29,19 +36,26 @@ const NO_PROOF: &str = "no universe proof found";
 /// tapd's `tapdb.ErrNoMultiverseRoot` (`tapdb/multiverse.go`).
 const NO_MULTIVERSE_ROOT: &str = "no multiverse root found";
 
-/// The universe service: tapd's read face of `universerpc.Universe`
-/// (`Info`, `MultiverseRoot`, `AssetRoots`, `QueryAssetRoots`,
-/// `AssetLeafKeys`, `AssetLeaves`, `QueryProof`) over a [`Multiverse`].
-/// Every other method of the reference's service answers
-/// `UNIMPLEMENTED`.
+/// The universe service: tapd's `universerpc.Universe` over a
+/// [`Multiverse`]: the read face tapd's syncer calls (`Info`,
+/// `MultiverseRoot`, `AssetRoots`, `QueryAssetRoots`, `AssetLeafKeys`,
+/// `AssetLeaves`, `QueryProof`) and `InsertProof` for a caller whose token
+/// may write the universe ([`with_tokens`](Self::with_tokens); without a
+/// token table no call writes). Every other method of the reference's
+/// service answers `UNIMPLEMENTED`.
 ///
 /// Errors a request causes carry tapd's status (`UNKNOWN`, what grpc-go
 /// gives a handler's plain error) and tapd's message; a store failure is
 /// `INTERNAL`, and writers that kept moving the trees under a read
-/// `UNAVAILABLE` (try again).
+/// `UNAVAILABLE` (try again). The gate's refusals are `UNAUTHENTICATED`
+/// (no, a malformed, or an invalid token), `PERMISSION_DENIED` (a token
+/// without the scope), `RESOURCE_EXHAUSTED` (over a rate) and
+/// `UNAVAILABLE` (busy).
 pub struct UniverseService<S: ForestStore> {
     multiverse: Multiverse<S>,
     runtime_id: i64,
+    config: ServiceConfig,
+    tokens: Option<TokenSource>,
 }
 
 impl<S: ForestStore + std::fmt::Debug> std::fmt::Debug for UniverseService<S> {
@@ -49,6 +63,8 @@ impl<S: ForestStore + std::fmt::Debug> std::fmt::Debug for UniverseService<S> {
         f.debug_struct("UniverseService")
             .field("multiverse", &self.multiverse)
             .field("runtime_id", &self.runtime_id)
+            .field("config", &self.config)
+            .field("tokens", &self.tokens.is_some())
             .finish()
     }
 }
@@ -103,7 +119,35 @@ where
         UniverseService {
             multiverse,
             runtime_id,
+            config: ServiceConfig::default(),
+            tokens: None,
         }
+    }
+
+    /// This service taking calls as `config` says.
+    pub fn with_config(mut self, config: ServiceConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// This service checking bearer tokens against the token table of
+    /// `store`'s database (the HTTP server's, [`TokenStore`](crate::TokenStore)):
+    /// `InsertProof` needs `write` over the universe's namespace, and
+    /// with public read off every call needs `read`.
+    pub fn with_tokens<C: Dialect>(mut self, store: SqlStore<C>) -> Self {
+        self.tokens = Some(Box::new(move |access| {
+            Arc::new(Authority::new(store, access)) as Arc<dyn TokenCheck>
+        }));
+        self
+    }
+
+    /// What the gate needs: the configuration and the token check.
+    pub(crate) fn gate_parts(&mut self) -> (ServiceConfig, Arc<dyn TokenCheck>) {
+        let tokens = match self.tokens.take() {
+            Some(make) => make(&self.config.access),
+            None => Arc::new(NoTokens),
+        };
+        (self.config, tokens)
     }
 
     /// This service answering `Info` with `runtime_id`.
@@ -158,6 +202,37 @@ where
             amounts_by_asset_id: amounts,
         })
     }
+}
+
+/// tapd's `marshalUniverseProofLeaf`: the leaf of `req` with its proofs,
+/// refused when it would not fit in a message.
+fn proof_response(
+    req: rpc::UniverseKey,
+    proof: &ms_smt::multiverse::UniverseProof,
+    key_hex: &str,
+) -> Result<rpc::AssetProofResponse, Status> {
+    let response = rpc::AssetProofResponse {
+        universe_root: Some(rpc::UniverseRoot {
+            id: req.id.clone(),
+            mssmt_root: Some(node(&proof.universe_root)),
+            asset_name: String::new(),
+            amounts_by_asset_id: HashMap::new(),
+        }),
+        req: Some(req),
+        universe_inclusion_proof: proof.universe_proof.to_bytes(),
+        asset_leaf: Some(rpc::AssetLeaf {
+            proof: proof.leaf.value().to_vec(),
+        }),
+        multiverse_root: Some(node(&proof.multiverse_root)),
+        multiverse_inclusion_proof: proof.multiverse_proof.to_bytes(),
+    };
+    if response.encoded_len() > MAX_MESSAGE_BYTES - MESSAGE_SLACK {
+        return Err(Status::resource_exhausted(format!(
+            "the proof of leaf {key_hex} is {} bytes, more than a message may carry",
+            response.encoded_len()
+        )));
+    }
+    Ok(response)
 }
 
 #[tonic::async_trait]
@@ -413,28 +488,69 @@ where
                 last.for_log(),
             )));
         };
-        let response = rpc::AssetProofResponse {
-            universe_root: Some(rpc::UniverseRoot {
-                id: req.id.clone(),
-                mssmt_root: Some(node(&proof.universe_root)),
-                asset_name: String::new(),
-                amounts_by_asset_id: HashMap::new(),
-            }),
-            req: Some(req),
-            universe_inclusion_proof: proof.universe_proof.to_bytes(),
-            asset_leaf: Some(rpc::AssetLeaf {
-                proof: proof.leaf.value().to_vec(),
-            }),
-            multiverse_root: Some(node(&proof.multiverse_root)),
-            multiverse_inclusion_proof: proof.multiverse_proof.to_bytes(),
-        };
-        if response.encoded_len() > MAX_MESSAGE_BYTES - MESSAGE_SLACK {
-            return Err(Status::resource_exhausted(format!(
-                "the proof of leaf {key_hex} is {} bytes, more than a message may carry",
-                response.encoded_len()
-            )));
+        proof_response(req, &proof, &key_hex).map(Response::new)
+    }
+
+    async fn insert_proof(
+        &self,
+        request: Request<rpc::AssetProof>,
+    ) -> Result<Response<rpc::AssetProofResponse>, Status> {
+        // The gate set the caller; served without it (tonic's own server),
+        // the call is anonymous and writes nothing.
+        let principal = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .unwrap_or(Principal::Anonymous);
+        if matches!(principal, Principal::Anonymous) {
+            return Err(Status::unauthenticated(ServeError::NoToken.to_string()));
         }
-        Ok(Response::new(response))
+        let req = request.into_inner();
+        let key = req
+            .key
+            .ok_or_else(|| Status::unknown("unmarshal universe key: universe_key must be set"))?;
+        let (id, leaf_key) = request::universe_key(&key)
+            .map_err(|e| Status::unknown(format!("unmarshal universe key: {e}")))?;
+        let key_hex = leaf_key.universe_key().to_hex();
+        let proof = req.asset_leaf.map(|l| l.proof);
+        let checked = match &proof {
+            None => Err(super::insert::InsertRefusal::NoLeaf),
+            Some(proof) => leaf_from_proof(id, leaf_key, proof),
+        };
+        let (universe, leaf) = checked.map_err(|e| {
+            Status::unknown(format!(
+                "unmarshal asset leaf (uni={}, leaf_key={key_hex}): {e}",
+                id.for_log()
+            ))
+        })?;
+        let namespace = universe.namespace();
+        if !principal.allows(Scope::Write, Some(&namespace)) {
+            return Err(Status::permission_denied(
+                ServeError::Forbidden {
+                    who: who(&principal),
+                    scope: Scope::Write,
+                    namespace,
+                }
+                .to_string(),
+            ));
+        }
+        self.multiverse
+            .insert(&universe, std::slice::from_ref(&leaf))
+            .await
+            .map_err(store_error)?;
+        let written = self
+            .multiverse
+            .proof(&universe, &leaf_key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| Status::internal(format!("leaf {key_hex} written but not found")))?;
+        // tapd answers with the key as the universe holds it: the proof
+        // type filled in.
+        let mut answer_key = key;
+        if let Some(rpc_id) = answer_key.id.as_mut() {
+            rpc_id.proof_type = i32::from(universe.proof_type.number());
+        }
+        proof_response(answer_key, &written, &key_hex).map(Response::new)
     }
 
     async fn info(
@@ -445,25 +561,4 @@ where
             runtime_id: self.runtime_id,
         }))
     }
-}
-
-/// Serves `service` on `listener` (plain HTTP/2, no TLS) until `shutdown`
-/// resolves.
-pub async fn serve<S, F>(
-    listener: tokio::net::TcpListener,
-    service: UniverseService<S>,
-    shutdown: F,
-) -> Result<(), tonic::transport::Error>
-where
-    S: ForestStore + Clone + 'static,
-    S::Tree: Clone + Send + Sync + 'static,
-    F: Future<Output = ()> + Send,
-{
-    tonic::transport::Server::builder()
-        .add_service(service.into_server())
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener),
-            shutdown,
-        )
-        .await
 }

@@ -205,12 +205,13 @@ fn our_proto_is_the_references() {
             "AssetLeaves",
             "AssetRoots",
             "Info",
+            "InsertProof",
             "MultiverseRoot",
             "QueryAssetRoots",
             "QueryProof"
         ]
     );
-    assert_eq!(methods, 7);
+    assert_eq!(methods, 8);
     assert!(
         messages >= 20 && enums == 2,
         "{messages} messages, {enums} enums"

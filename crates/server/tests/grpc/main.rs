@@ -5,5 +5,6 @@
 
 mod codegen;
 mod conformance;
+mod insert;
 mod layout;
 mod service;

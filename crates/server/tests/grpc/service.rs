@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ms_smt::multiverse::{LeafKey, OutPoint, ProofType, Universe, UniverseId, UniverseLeaf};
 use ms_smt::store::{ForestStore, MemoryStore};
 use ms_smt::{CompactedTree, CompressedProof, ComputedNode, Hash, Key, Leaf, Multiverse};
+use ms_smt_server::ListenConfig;
 use ms_smt_server::grpc::proto::taprpc::SortDirection;
 use ms_smt_server::grpc::proto::universerpc::universe_client::UniverseClient;
 use ms_smt_server::grpc::proto::universerpc::{self as rpc, asset_key, id};
@@ -122,7 +123,7 @@ struct Running {
     client: UniverseClient<Channel>,
     channel: Channel,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 async fn start<S>(multiverse: Multiverse<S>) -> Running
@@ -136,7 +137,7 @@ where
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let service = UniverseService::new(multiverse).with_runtime_id(4242);
-    let task = tokio::spawn(serve(listener, service, async {
+    let task = tokio::spawn(serve(listener, service, ListenConfig::plain(), async {
         let _ = stopped.await;
     }));
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
@@ -563,8 +564,9 @@ where
     let mut grpc = tonic::client::Grpc::new(running.channel.clone());
     grpc.ready().await.expect("ready");
     let codec = tonic_prost::ProstCodec::<rpc::InfoRequest, rpc::InfoResponse>::default();
-    let path =
-        tonic::codegen::http::uri::PathAndQuery::from_static("/universerpc.Universe/InsertProof");
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/universerpc.Universe/DeleteAssetRoot",
+    );
     let err = grpc
         .unary(Request::new(rpc::InfoRequest {}), path, codec)
         .await

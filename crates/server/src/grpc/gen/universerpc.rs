@@ -269,6 +269,16 @@ pub struct AssetProofResponse {
     #[prost(bytes = "vec", tag = "6")]
     pub multiverse_inclusion_proof: ::prost::alloc::vec::Vec<u8>,
 }
+/// A proof to write: where (the universe and leaf key) and the leaf.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AssetProof {
+    /// The universe and leaf key the proof is written at.
+    #[prost(message, optional, tag = "1")]
+    pub key: ::core::option::Option<UniverseKey>,
+    /// The leaf: the raw proof.
+    #[prost(message, optional, tag = "4")]
+    pub asset_leaf: ::core::option::Option<AssetLeaf>,
+}
 /// Info takes no argument.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InfoRequest {}
@@ -543,6 +553,32 @@ pub mod universe_client {
                 .insert(GrpcMethod::new("universerpc.Universe", "QueryProof"));
             self.inner.unary(req, path, codec).await
         }
+        /// Writes one issuance or transfer proof as the leaf its key names, and
+        /// answers as QueryProof does for it.
+        pub async fn insert_proof(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AssetProof>,
+        ) -> std::result::Result<
+            tonic::Response<super::AssetProofResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/universerpc.Universe/InsertProof",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("universerpc.Universe", "InsertProof"));
+            self.inner.unary(req, path, codec).await
+        }
         /// The server's runtime ID: shows that it is reachable.
         pub async fn info(
             &mut self,
@@ -623,6 +659,15 @@ pub mod universe_server {
         async fn query_proof(
             &self,
             request: tonic::Request<super::UniverseKey>,
+        ) -> std::result::Result<
+            tonic::Response<super::AssetProofResponse>,
+            tonic::Status,
+        >;
+        /// Writes one issuance or transfer proof as the leaf its key names, and
+        /// answers as QueryProof does for it.
+        async fn insert_proof(
+            &self,
+            request: tonic::Request<super::AssetProof>,
         ) -> std::result::Result<
             tonic::Response<super::AssetProofResponse>,
             tonic::Status,
@@ -961,6 +1006,49 @@ pub mod universe_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = QueryProofSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/universerpc.Universe/InsertProof" => {
+                    #[allow(non_camel_case_types)]
+                    struct InsertProofSvc<T: Universe>(pub Arc<T>);
+                    impl<T: Universe> tonic::server::UnaryService<super::AssetProof>
+                    for InsertProofSvc<T> {
+                        type Response = super::AssetProofResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AssetProof>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Universe>::insert_proof(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = InsertProofSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
