@@ -1,7 +1,9 @@
 //! The coalescing writer across an outage of its Postgres server, without
 //! an HA cluster: the store connects through a TCP proxy (`support/proxy.rs`),
 //! which cuts every connection and refuses new ones for a while (as a
-//! failover does), then lets them through again.
+//! failover does), then lets them through again. The cut falls on a
+//! `COMMIT` on its way to the server ([`Gate::CutAtCommit`]), so every run
+//! leaves the writer a commit whose outcome it cannot know.
 //!
 //! * `writer_waits_out_an_outage`: 50 submitters write one leaf at a time
 //!   before, during and after a 2 s cut. Every submission is acknowledged
@@ -26,8 +28,8 @@ use support::proxy::{Gate, through_proxy};
 use support::submitters::{assert_all_there, assert_no_errors, direct_tree, submit_until};
 use support::{pg_url, unique};
 
-/// Runs submitters for 0.5 s, cuts the proxy for `cut`, lets them run
-/// 1.5 s more; returns what was acknowledged, the errors, and the stats.
+/// Runs submitters for 0.5 s, cuts the proxy at the next `COMMIT` and
+/// keeps it cut for `cut`, lets them run 1.5 s more; returns what was acknowledged, the errors, and the stats.
 async fn around_a_cut(
     test: &str,
     recovery_wait: Duration,
@@ -55,7 +57,10 @@ async fn around_a_cut(
         tokio::spawn(async move { submit_until(&writer, &ns, 50, stop).await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    proxy.set(Gate::Cut);
+    proxy.set(Gate::CutAtCommit);
+    tokio::time::timeout(Duration::from_secs(30), proxy.wait_for(Gate::Cut))
+        .await
+        .expect("no COMMIT reached the proxy in 30 s");
     tokio::time::sleep(cut).await;
     proxy.set(Gate::Open);
     tokio::time::sleep(Duration::from_millis(1500)).await;

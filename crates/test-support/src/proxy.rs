@@ -2,7 +2,10 @@
 //! reach in the ways a failover does: every connection cut and new ones
 //! refused ([`Gate::Cut`]), or every connection held open with nothing
 //! forwarded either way, new ones accepted the same way ([`Gate::Frozen`]:
-//! a server whose processes are stopped, whose kernel still answers TCP).
+//! a server whose processes are stopped, whose kernel still answers TCP),
+//! or cut at the moment a client asks to commit ([`Gate::CutAtCommit`]: the
+//! client cannot know whether its transaction landed, every time, not only
+//! when a timed cut happens to fall inside a commit).
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -19,6 +22,9 @@ pub enum Gate {
     /// Holds every connection (and accepts new ones) without forwarding
     /// a byte until the gate opens again.
     Frozen,
+    /// Forwards both ways until a client sends `COMMIT`; that message is
+    /// dropped and the gate turns to [`Gate::Cut`].
+    CutAtCommit,
 }
 
 /// The proxy: its port, and the gate.
@@ -41,6 +47,7 @@ impl Proxy {
                     return;
                 };
                 let gate = watch.subscribe();
+                let sender = watch.clone();
                 if *gate.borrow() == Gate::Cut {
                     drop(client);
                     continue;
@@ -54,8 +61,8 @@ impl Proxy {
                     let (server_read, server_write) = server.into_split();
                     // Either direction ending ends the connection.
                     tokio::select! {
-                        _ = pump(client_read, server_write, gate.clone()) => {}
-                        _ = pump(server_read, client_write, gate) => {}
+                        _ = pump(client_read, server_write, gate.clone(), Some(sender)) => {}
+                        _ = pump(server_read, client_write, gate, None) => {}
                     }
                 });
             }
@@ -67,15 +74,35 @@ impl Proxy {
     pub fn set(&self, gate: Gate) {
         self.gate.send_replace(gate);
     }
+
+    /// Returns once the gate is `gate` (a [`Gate::CutAtCommit`] that has
+    /// fired reads [`Gate::Cut`]).
+    pub async fn wait_for(&self, gate: Gate) {
+        let mut watch = self.gate.subscribe();
+        // The sender lives in `self`: the watch cannot close meanwhile.
+        let _ = watch.wait_for(|g| *g == gate).await;
+    }
+}
+
+/// Whether the gate lets bytes through.
+fn forwards(gate: Gate) -> bool {
+    matches!(gate, Gate::Open | Gate::CutAtCommit)
 }
 
 /// Copies `from` to `to` while the gate is open; holds while it is frozen;
-/// returns when it is cut or either side closes.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut gate: watch::Receiver<Gate>) {
+/// returns when it is cut or either side closes. `client_side`, the gate's
+/// sender, is given for the client-to-server direction, which is where a
+/// [`Gate::CutAtCommit`] watches for a `COMMIT`.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut gate: watch::Receiver<Gate>,
+    client_side: Option<watch::Sender<Gate>>,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match gate.wait_for(|g| *g != Gate::Frozen).await.map(|g| *g) {
-            Ok(Gate::Open) => {}
+            Ok(g) if forwards(g) => {}
             _ => return,
         }
         tokio::select! {
@@ -85,9 +112,15 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut gate: watch::
                     Ok(n) => n,
                 };
                 // Frozen meanwhile: the bytes wait with the rest.
-                match gate.wait_for(|g| *g != Gate::Frozen).await.map(|g| *g) {
-                    Ok(Gate::Open) => {}
+                let now = match gate.wait_for(|g| *g != Gate::Frozen).await.map(|g| *g) {
+                    Ok(g) if forwards(g) => g,
                     _ => return,
+                };
+                if now == Gate::CutAtCommit && asks_to_commit(&buf[..n]) {
+                    if let Some(sender) = &client_side {
+                        sender.send_replace(Gate::Cut);
+                        return;
+                    }
                 }
                 if to.write_all(&buf[..n]).await.is_err() {
                     return;
@@ -100,6 +133,14 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut gate: watch::
             }
         }
     }
+}
+
+/// Whether `bytes` (what a client sent) hold a `COMMIT`: sqlx commits with
+/// a simple query message (`Q`, its length 11 as a big-endian `u32`, then
+/// `COMMIT` and a NUL).
+fn asks_to_commit(bytes: &[u8]) -> bool {
+    const COMMIT: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
+    bytes.windows(COMMIT.len()).any(|w| w == COMMIT)
 }
 
 /// `url` rewritten to reach its server through a new proxy.
