@@ -62,14 +62,14 @@ step() {
 cargo build --release --all-features -p ms-smt-sql --tests >/dev/null
 
 step crash env MSSMT_CRASH_KILLS_SQLITE=200 MSSMT_CRASH_KILLS_PG=100 MSSMT_CRASH_PG_STOPS=20 \
-    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test campaigns -- crash:: --nocapture
 step crash-writer env MSSMT_CRASH_WRITER_KILLS=100 \
-    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash_writer -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test campaigns -- crash_writer:: --nocapture
 step crash-forest env MSSMT_CRASH_FOREST_KILLS=100 \
-    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test crash_forest -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test campaigns -- crash_forest:: --nocapture
 
 step contention env MSSMT_CONTENTION_BATCHES=60 \
-    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test contention -- --nocapture
+    scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test campaigns -- contention:: --nocapture
 
 step cancellation scripts/with-postgres.sh bash -c \
     'for i in $(seq 1 50); do cargo test --release --all-features -p ms-smt-sql --test suite cancellation:: -- --nocapture || exit 1; done'
@@ -77,8 +77,9 @@ step cancellation scripts/with-postgres.sh bash -c \
 step corruption env MSSMT_AUDIT_CORRUPTIONS=5000 \
     scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql --test suite audit:: -- --nocapture
 
-step faults scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql \
-    --test faults --test io_faults -- --nocapture
+step faults scripts/with-postgres.sh bash -c \
+    'cargo test --release --all-features -p ms-smt-sql --test faults -- --nocapture &&
+     cargo test --release --all-features -p ms-smt-sql --test campaigns -- io_faults:: --nocapture'
 step ambiguous scripts/with-postgres.sh cargo test --release --all-features -p ms-smt-sql \
     --test suite ambiguous:: -- --nocapture
 

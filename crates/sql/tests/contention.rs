@@ -40,7 +40,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use support::child::{Target, child_command, child_spec, count_from_env, say, seed_from_env};
+use support::child::{
+    Target, child_command, child_spec, count_from_env, say, seed_from_env, test_name,
+};
 use support::{TempDb, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -216,9 +218,14 @@ async fn run_writers(
             writer: w,
             batches,
         };
-        let mut child = child_command(CHILD_ENV, &spec, test, Stdio::piped())
-            .spawn()
-            .expect("spawn writer");
+        let mut child = child_command(
+            CHILD_ENV,
+            &spec,
+            &test_name(module_path!(), test),
+            Stdio::piped(),
+        )
+        .spawn()
+        .expect("spawn writer");
         let stdin = child.stdin.take().expect("stdin");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         // Wait until it is ready.

@@ -382,7 +382,12 @@ struct Figures {
 
 /// The child for `spec`, running `test`, named `app` on Postgres.
 fn child_command(spec: &ChildSpec, test: &str, app: &str) -> Command {
-    let mut cmd = child::child_command(CHILD_ENV, spec, test, Stdio::null());
+    let mut cmd = child::child_command(
+        CHILD_ENV,
+        spec,
+        &child::test_name(module_path!(), test),
+        Stdio::null(),
+    );
     cmd.env("PGAPPNAME", app);
     cmd
 }

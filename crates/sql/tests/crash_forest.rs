@@ -32,7 +32,9 @@ use ms_smt_sql::{PostgresStore, SqliteStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use support::child::{Target, child_command, child_spec, count_from_env, say, seed_from_env};
+use support::child::{
+    Target, child_command, child_spec, count_from_env, say, seed_from_env, test_name,
+};
 use support::{TempDb, assert_audit_clean, hkey, pg_url, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -136,9 +138,14 @@ where
             run: run.clone(),
             round,
         };
-        let mut child = child_command(CHILD_ENV, &spec, test, Stdio::null())
-            .spawn()
-            .expect("spawn child");
+        let mut child = child_command(
+            CHILD_ENV,
+            &spec,
+            &test_name(module_path!(), test),
+            Stdio::null(),
+        )
+        .spawn()
+        .expect("spawn child");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())

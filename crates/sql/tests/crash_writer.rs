@@ -30,7 +30,7 @@ use ms_smt_sql::{PostgresStore, SqliteStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use support::child::{ChildStore, Target, child_command, child_spec, say};
+use support::child::{ChildStore, Target, child_command, child_spec, say, test_name};
 use support::{TempDb, assert_audit_clean, hkey, pg_url, test_seed, unique};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -118,9 +118,14 @@ async fn campaign<S: BulkStore + AuditStore>(
             namespace: namespace.clone(),
             round,
         };
-        let mut child = child_command(CHILD_ENV, &spec, test, Stdio::null())
-            .spawn()
-            .expect("spawn child");
+        let mut child = child_command(
+            CHILD_ENV,
+            &spec,
+            &test_name(module_path!(), test),
+            Stdio::null(),
+        )
+        .spawn()
+        .expect("spawn child");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())

@@ -102,7 +102,9 @@ fn run_child(test: &str, db: &Path, start: u64, count: u64, strace: Option<&str>
         None => Command::new(&exe),
     };
     let out = cmd
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .arg("--exact")
+        .arg(support::child::test_name(module_path!(), test))
+        .args(["--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{}|{start}|{count}", db.display()))
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

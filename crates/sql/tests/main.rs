@@ -8,7 +8,7 @@
 //! wide), the tracing capture (`tracing`, callsite interest is process
 //! wide), and the campaigns that re-run their own binary as child writers
 //! by test name (`crash`, `crash_writer`, `crash_forest`, `contention`,
-//! `io_faults`). The Postgres reply wait (`reply_wait`) is a value on each
+//! `io_faults`: one binary of their own, `tests/campaigns.rs`). The Postgres reply wait (`reply_wait`) is a value on each
 //! handle, so its tests run here.
 
 // The writer and forest tests, like the fault tests, arm the SQL write

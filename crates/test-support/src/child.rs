@@ -52,7 +52,19 @@ pub fn child_spec<T: DeserializeOwned>(env: &str) -> Option<T> {
     Some(serde_json::from_str(&spec).expect("child spec"))
 }
 
-/// This test binary rerun as a child that runs `test` alone, with `spec`
+/// `test`, a test function of the file whose `module_path!()` is `module`,
+/// as the test harness names it: a file that is a module of a bigger test
+/// binary (`tests/campaigns.rs`) has its tests under its module's name,
+/// and a child must be told the name `--exact` matches.
+pub fn test_name(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_owned(),
+    }
+}
+
+/// This test binary rerun as a child that runs `test` alone (a name as
+/// [`test_name`] gives it), with `spec`
 /// as JSON in the environment variable `env`, its stdout piped to the
 /// parent, its stderr shared, and killed when the handle drops; stdin is
 /// `stdin`.
