@@ -18,10 +18,12 @@ pub mod links;
 pub mod model;
 pub mod proxy;
 pub mod recipes;
+pub mod scratch_postgres;
 pub mod stores;
 pub mod submitters;
 pub mod suite;
 pub mod tapd_expected;
+pub mod tapd_proofs;
 pub mod upgrade;
 
 use std::path::PathBuf;

@@ -8,7 +8,8 @@ use serde_json::Value;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use super::{TempDb, repo_root, sanitize, unique};
+use super::scratch_postgres::ScratchPostgres;
+use super::{TempDb, repo_root};
 
 /// The fixtures of release `version` (e.g. `"0.1.0"`).
 pub fn fixture_dir(version: &str) -> PathBuf {
@@ -32,87 +33,33 @@ pub fn sqlite_copy(version: &str) -> TempDb {
 }
 
 /// A database of its own on the server of `url`, holding `version`'s
-/// Postgres dump; dropped with the guard.
+/// Postgres dump; dropped by [`drop_database`](Self::drop_database).
 pub struct RestoredPostgres {
     /// Its URL.
     pub url: String,
-    admin_url: String,
-    name: String,
+    scratch: ScratchPostgres,
 }
 
 impl RestoredPostgres {
     /// Creates the database and loads the dump into it.
     pub async fn load(admin_url: &str, version: &str) -> Self {
-        let name = sanitize(&unique(&format!("upgrade_{version}"))).to_lowercase();
-        let mut admin = PgConnection::connect(admin_url)
-            .await
-            .unwrap_or_else(|e| panic!("connect {admin_url}: {e}"));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create the database");
-        admin.close().await.expect("close");
-        let url = with_database(admin_url, &name);
+        let scratch = ScratchPostgres::create(admin_url, &format!("upgrade_{version}")).await;
         let dump = std::fs::read_to_string(fixture_dir(version).join("postgres.sql"))
             .expect("read the dump");
-        let mut conn = PgConnection::connect(&url).await.expect("connect");
+        let mut conn = PgConnection::connect(&scratch.url).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(dump))
             .execute(&mut conn)
             .await
             .expect("load the dump");
         conn.close().await.expect("close");
         RestoredPostgres {
-            url,
-            admin_url: admin_url.to_owned(),
-            name,
+            url: scratch.url.clone(),
+            scratch,
         }
     }
 
     /// Drops the database (after the stores on it closed their pools).
     pub async fn drop_database(self) {
-        let mut admin = PgConnection::connect(&self.admin_url)
-            .await
-            .expect("connect");
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&mut admin)
-            .await
-            .expect("drop the database");
-    }
-}
-
-/// `url` with its database name replaced by `name`.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let cut = base
-        .rfind('/')
-        .filter(|&i| i > "postgres://".len())
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{name}", &base[..cut]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn a_url_names_another_database() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/mssmt_test", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            with_database("postgres://u@h:1/d?sslmode=disable", "x"),
-            "postgres://u@h:1/x?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+        self.scratch.drop_database().await;
     }
 }

@@ -23,6 +23,12 @@
 //! ([`ServiceConfig`]), refusals in gRPC's words (`UNAUTHENTICATED`,
 //! `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`, `UNAVAILABLE`).
 //!
+//! [`UniversePeer`] is the other side: it mirrors a server that speaks
+//! the protocol (this one, or a tapd node) into a local multiverse,
+//! fetching only universes whose root differs and, within one, only the
+//! leaves whose hash differs, each checked against the server's root
+//! before it is written.
+//!
 //! Where this differs from tapd, and why:
 //!
 //! * Pages are in universe-key order (tapd: insertion order); both are
@@ -57,11 +63,16 @@
 //! ```
 
 mod admission;
+mod connect;
 mod insert;
+mod mirror;
 pub mod proto;
 mod request;
 mod service;
 
 pub use admission::{ServiceConfig, serve};
+pub use mirror::{
+    BadAnswer, Call, ConnectError, MirrorConfig, MirrorError, MirrorReport, UniversePeer,
+};
 pub use request::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use service::{MAX_MESSAGE_BYTES, UniverseService};
