@@ -116,11 +116,12 @@ async fn pump(
                     Ok(g) if forwards(g) => g,
                     _ => return,
                 };
-                if now == Gate::CutAtCommit && asks_to_commit(&buf[..n]) {
-                    if let Some(sender) = &client_side {
-                        sender.send_replace(Gate::Cut);
-                        return;
-                    }
+                if now == Gate::CutAtCommit
+                    && asks_to_commit(&buf[..n])
+                    && let Some(sender) = &client_side
+                {
+                    sender.send_replace(Gate::Cut);
+                    return;
                 }
                 if to.write_all(&buf[..n]).await.is_err() {
                     return;
