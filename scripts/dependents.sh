@@ -13,9 +13,9 @@
 #     scripts/deny.sh installs cargo-deny;
 #   * the operator binary built exactly as the README's operating guide
 #     installs it (`cargo install --path crates/cli`: the CLI crate alone,
-#     its default features), in the test profile rather than release: the
-#     same code and the same cfg (no debug assertions in either), with the
-#     workspace's crates at opt-level 1, minutes less of CI.
+#     its default features), in the `dependent` profile rather than
+#     release: the same code and the same cfg (no debug assertions in
+#     either), unoptimized, minutes less of CI.
 #
 # A library item used outside its `cfg` (the `has_kernel` break of issue
 # 57), or one that only a test build uses, fails here. (No `--locked` on
@@ -36,4 +36,4 @@ cargo hack clippy --workspace --exclude ms-smt-sql --each-feature --no-dev-deps 
 # The SQL stores need an engine: every set of their features with one.
 cargo hack clippy -p ms-smt-sql --feature-powerset --at-least-one-of sqlite,postgres \
     --no-dev-deps -- -D warnings
-cargo build --profile test-ci --locked -p ms-smt-cli
+cargo build --profile dependent --locked -p ms-smt-cli
