@@ -4,11 +4,13 @@
 //! leaves each (every other one a transfer universe), mirrored fresh into
 //! SQLite or Postgres by [`UniversePeer`]; then `--change` percent of the
 //! leaves are replaced on the server (spread over every universe, the
-//! worst case for the key listings) and mirrored again.
+//! worst case for the key listings, or with `--concentrated` in as few
+//! universes as hold them) and mirrored again.
 //!
 //! ```text
 //! cargo run --release -p ms-smt-server --features grpc --example universe_mirror -- \
-//!     [--universes 50] [--leaves 200] [--change 1] [--db sqlite | --db postgres://URL]
+//!     [--universes 50] [--leaves 200] [--change 1] [--concentrated] \
+//!     [--db sqlite | --db postgres://URL]
 //! ```
 //!
 //! The server's store is in memory (what is measured is the mirror). A
@@ -32,12 +34,13 @@ use ms_smt_test_support::scratch_postgres::ScratchPostgres;
 use ms_smt_test_support::tapd_proofs::ProofMaker;
 
 const USAGE: &str = "usage: universe_mirror [--universes N] [--leaves N] [--change PERCENT] \
-                     [--db sqlite | --db postgres://URL]";
+                     [--concentrated] [--db sqlite | --db postgres://URL]";
 
 struct Args {
     universes: u32,
     leaves: u32,
     change: f64,
+    concentrated: bool,
     db: String,
 }
 
@@ -46,6 +49,7 @@ fn parse() -> Result<Args, String> {
         universes: 50,
         leaves: 200,
         change: 1.0,
+        concentrated: false,
         db: "sqlite".to_owned(),
     };
     let mut it = std::env::args().skip(1);
@@ -56,6 +60,7 @@ fn parse() -> Result<Args, String> {
             "--leaves" => args.leaves = value()?.parse().map_err(|e| format!("{e}"))?,
             "--change" => args.change = value()?.parse().map_err(|e| format!("{e}"))?,
             "--db" => args.db = value()?,
+            "--concentrated" => args.concentrated = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -148,7 +153,8 @@ where
     check(server, &mirror, universes).await;
     line("fresh", &fresh);
 
-    // Replace `change` percent of the leaves, spread over the universes.
+    // Replace `change` percent of the leaves, spread over the universes or
+    // in the first ones.
     let total = u64::from(args.universes) * u64::from(args.leaves);
     #[allow(
         clippy::cast_possible_truncation,
@@ -158,8 +164,13 @@ where
     let changes = ((total as f64) * args.change / 100.0).round() as u64;
     let started = Instant::now();
     for k in 0..changes {
-        let i = u32::try_from(k % u64::from(args.universes))?;
-        let leaf = u32::try_from((k / u64::from(args.universes)) % u64::from(args.leaves))?;
+        let (u, l) = (u64::from(args.universes), u64::from(args.leaves));
+        let (i, leaf) = if args.concentrated {
+            ((k / l) % u, k % l)
+        } else {
+            (k % u, (k / u) % l)
+        };
+        let (i, leaf) = (u32::try_from(i)?, u32::try_from(leaf)?);
         let mut changed = maker.leaf(proof_type(i), i, leaf, 1);
         changed.proof = maker.proof(proof_type(i), i, leaf, 1_000_000 + k);
         changed.amount = 1_000_000 + k;
