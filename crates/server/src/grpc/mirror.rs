@@ -1,6 +1,7 @@
 //! The client side of tapd's universe protocol: [`UniversePeer`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ms_smt::multiverse::{
@@ -11,7 +12,8 @@ use ms_smt::{CompactedTree, CompressedProof, ComputedNode, Hash, Key, Multiverse
 use ms_smt_tapd_proof::{FactsError, UniverseLeafFacts};
 use prost::Message;
 use rustls::pki_types::ServerName;
-use tokio::task::JoinSet;
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
 use tonic::transport::{Channel, Endpoint};
 
 use super::connect::TlsConnect;
@@ -363,23 +365,58 @@ impl UniversePeer {
         let started = Instant::now();
         let mut report = MirrorReport::default();
         let remote = self.roots(&mut report).await?;
+        let mut plan = Vec::with_capacity(remote.len());
+        for (universe, root) in remote {
+            let local = multiverse.root(&universe).await?;
+            plan.push((universe, root, local));
+        }
+        // The key listings of every changed universe, fetched ahead,
+        // `fetch_in_flight` at a time, while the universes before them are
+        // compared and written.
+        let slots = Arc::new(Semaphore::new(self.config.fetch_in_flight.max(1)));
+        let mut listings: BTreeMap<String, JoinHandle<Listed>> = BTreeMap::new();
+        for (universe, root, local) in &plan {
+            if local.is_some() && *local != Some(*root) {
+                let (client, page, id) = (
+                    self.client.clone(),
+                    self.config.key_page,
+                    marshal_id(universe),
+                );
+                let slots = slots.clone();
+                listings.insert(
+                    universe.namespace(),
+                    tokio::spawn(async move {
+                        // The semaphore is never closed.
+                        let _slot = slots.acquire_owned().await.ok();
+                        list_keys(client, page, id).await
+                    }),
+                );
+            }
+        }
         let mut batch: Vec<(Universe, Fetched)> = Vec::new();
         let mut batched = 0usize;
         let mut written: Vec<(Universe, ComputedNode)> = Vec::new();
-        for (universe, root) in remote {
+        for (universe, root, local) in plan {
             report.universes += 1;
-            let local = multiverse.root(&universe).await?;
             if local == Some(root) {
                 report.unchanged += 1;
                 continue;
             }
-            let leaves = match local {
+            let leaves = match listings.remove(&universe.namespace()) {
                 None => {
                     report.fetched_whole += 1;
                     self.whole(&universe, &root, &mut report).await?
                 }
-                Some(_) => {
-                    self.changed(multiverse, &universe, &root, &mut report)
+                Some(listing) => {
+                    let listed = listing.await.unwrap_or_else(|_| {
+                        // A listing task cannot panic short of a bug in
+                        // tonic; count it as the call failing.
+                        Err(ListError::Status(tonic::Status::internal(
+                            "an AssetLeafKeys task stopped",
+                        )))
+                    });
+                    let remote = Self::listed(listed, &mut report)?;
+                    self.changed(multiverse, &universe, &root, remote, &mut report)
                         .await?
                 }
             };
@@ -543,44 +580,31 @@ impl UniversePeer {
         &self,
         universe: &Universe,
         report: &mut MirrorReport,
-    ) -> Result<BTreeMap<Key, (LeafKey, Hash)>, MirrorError<E>> {
-        let limit = self.config.key_page.clamp(1, MAX_PAGE_SIZE);
-        let mut out = BTreeMap::new();
-        let mut offset = 0i32;
-        loop {
-            let page = self
-                .client
-                .clone()
-                .asset_leaf_keys(rpc::AssetLeafKeysRequest {
-                    id: Some(marshal_id(universe)),
-                    offset,
-                    limit,
-                    direction: SortDirection::Asc as i32,
-                })
-                .await
-                .map_err(Self::status(Call::AssetLeafKeys))?
-                .into_inner();
-            report.bytes += page.encoded_len() as u64;
-            let n = page.entries.len();
-            for entry in page.entries {
-                let key = request::leaf_key(entry.asset_key.as_ref()).map_err(|_| {
-                    MirrorError::Answer {
-                        call: Call::AssetLeafKeys,
-                        problem: BadAnswer::LeafKey,
-                    }
-                })?;
-                let hash: [u8; 32] = entry.leaf_node_hash.as_slice().try_into().map_err(|_| {
-                    MirrorError::Answer {
-                        call: Call::AssetLeafKeys,
-                        problem: BadAnswer::Node,
-                    }
-                })?;
-                out.insert(key.universe_key(), (key, Hash(hash)));
+    ) -> Result<RemoteKeys, MirrorError<E>> {
+        let listed = list_keys(
+            self.client.clone(),
+            self.config.key_page,
+            marshal_id(universe),
+        )
+        .await;
+        Self::listed(listed, report)
+    }
+
+    /// A listing's keys, its bytes counted, or its error as the round's.
+    fn listed<E: std::error::Error + 'static>(
+        listed: Listed,
+        report: &mut MirrorReport,
+    ) -> Result<RemoteKeys, MirrorError<E>> {
+        match listed {
+            Ok((keys, bytes)) => {
+                report.bytes += bytes;
+                Ok(keys)
             }
-            if n == 0 || (!page.has_more && n < usize::try_from(limit).unwrap_or(usize::MAX)) {
-                return Ok(out);
-            }
-            offset = offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX));
+            Err(ListError::Status(status)) => Err(Self::status(Call::AssetLeafKeys)(status)),
+            Err(ListError::Answer(problem)) => Err(MirrorError::Answer {
+                call: Call::AssetLeafKeys,
+                problem,
+            }),
         }
     }
 
@@ -592,13 +616,13 @@ impl UniversePeer {
         multiverse: &Multiverse<S>,
         universe: &Universe,
         root: &ComputedNode,
+        remote: RemoteKeys,
         report: &mut MirrorReport,
     ) -> Result<Fetched, MirrorError<S::Error>>
     where
         S: ForestStore + Clone,
         S::Tree: Clone,
     {
-        let remote = self.remote_keys(universe, report).await?;
         let mut local: BTreeMap<Key, Hash> = BTreeMap::new();
         let limit = 16_384u64;
         let mut offset = 0u64;
@@ -673,6 +697,56 @@ impl UniversePeer {
         }
         out.sort_by_key(|l| l.key.universe_key());
         Ok(out)
+    }
+}
+
+/// A universe's leaf keys as the server lists them, by universe key.
+type RemoteKeys = BTreeMap<Key, (LeafKey, Hash)>;
+
+/// A key listing and its answers' bytes, or why it failed.
+type Listed = Result<(RemoteKeys, u64), ListError>;
+
+/// Why a key listing failed (made a [`MirrorError`] by the round).
+enum ListError {
+    Status(tonic::Status),
+    Answer(BadAnswer),
+}
+
+/// Every leaf key of the universe `id` with its leaf hash, by
+/// `AssetLeafKeys` pages of `key_page`, and the answers' bytes. A task of
+/// its own, so it owns what it uses.
+async fn list_keys(mut client: UniverseClient<Channel>, key_page: i32, id: rpc::Id) -> Listed {
+    let limit = key_page.clamp(1, MAX_PAGE_SIZE);
+    let mut out = BTreeMap::new();
+    let mut bytes = 0u64;
+    let mut offset = 0i32;
+    loop {
+        let page = client
+            .asset_leaf_keys(rpc::AssetLeafKeysRequest {
+                id: Some(id.clone()),
+                offset,
+                limit,
+                direction: SortDirection::Asc as i32,
+            })
+            .await
+            .map_err(ListError::Status)?
+            .into_inner();
+        bytes += page.encoded_len() as u64;
+        let n = page.entries.len();
+        for entry in page.entries {
+            let key = request::leaf_key(entry.asset_key.as_ref())
+                .map_err(|_| ListError::Answer(BadAnswer::LeafKey))?;
+            let hash: [u8; 32] = entry
+                .leaf_node_hash
+                .as_slice()
+                .try_into()
+                .map_err(|_| ListError::Answer(BadAnswer::Node))?;
+            out.insert(key.universe_key(), (key, Hash(hash)));
+        }
+        if n == 0 || (!page.has_more && n < usize::try_from(limit).unwrap_or(usize::MAX)) {
+            return Ok((out, bytes));
+        }
+        offset = offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX));
     }
 }
 
