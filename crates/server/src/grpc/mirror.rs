@@ -405,7 +405,7 @@ impl UniversePeer {
             let leaves = match listings.remove(&universe.namespace()) {
                 None => {
                     report.fetched_whole += 1;
-                    self.whole(&universe, &root, &mut report).await?
+                    self.whole(&universe, &root, None, &mut report).await?
                 }
                 Some(listing) => {
                     let listed = listing.await.unwrap_or_else(|_| {
@@ -507,10 +507,10 @@ impl UniversePeer {
                     out.push((universe, node));
                 }
             }
-            if n == 0 || (!page.has_more && n < usize::try_from(limit).unwrap_or(usize::MAX)) {
-                return Ok(out);
+            match next_offset(offset, n, limit, page.has_more) {
+                Some(next) => offset = next,
+                None => return Ok(out),
             }
-            offset = offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX));
         }
     }
 
@@ -520,6 +520,7 @@ impl UniversePeer {
         &self,
         universe: &Universe,
         root: &ComputedNode,
+        listed: Option<&RemoteKeys>,
         report: &mut MirrorReport,
     ) -> Result<Fetched, MirrorError<E>> {
         let limit = self.config.leaf_page.clamp(1, MAX_PAGE_SIZE);
@@ -545,20 +546,27 @@ impl UniversePeer {
                 let leaf = leaf_of(universe, leaf.proof)?;
                 leaves.insert(leaf.key.universe_key(), leaf);
             }
-            if n == 0 || (!page.has_more && n < usize::try_from(limit).unwrap_or(usize::MAX)) {
-                break;
+            match next_offset(offset, n, limit, page.has_more) {
+                Some(next) => offset = next,
+                None => break,
             }
-            offset = offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX));
         }
         let mut leaves: Vec<UniverseLeaf> = leaves.into_values().collect();
         let got = check_root(universe, &leaves).await?;
         if got != *root && universe.proof_type == ProofType::Transfer {
             // Burns sum their amount, and only the listed leaf hashes tell
-            // which leaves are burns.
-            let hashes = self.remote_keys(universe, report).await?;
+            // which leaves are burns (listed already when the universe
+            // changed; a new one is listed now).
+            let fetched;
+            let hashes = match listed {
+                Some(keys) => keys,
+                None => {
+                    fetched = self.remote_keys(universe, report).await?;
+                    &fetched
+                }
+            };
             for leaf in &mut leaves {
-                let key = leaf.key.universe_key();
-                if let Some(hash) = hashes.get(&key) {
+                if let Some((_, hash)) = hashes.get(&leaf.key.universe_key()) {
                     leaf.burn = burn_by_hash(leaf, hash);
                 }
             }
@@ -652,7 +660,7 @@ impl UniversePeer {
         if many {
             report.fetched_whole += 1;
             let wanted: BTreeSet<Key> = missing.iter().map(|(k, _)| k.universe_key()).collect();
-            let all = self.whole(universe, root, report).await?;
+            let all = self.whole(universe, root, Some(&remote), report).await?;
             return Ok(all
                 .into_iter()
                 .filter(|l| wanted.contains(&l.key.universe_key()))
@@ -700,6 +708,18 @@ impl UniversePeer {
     }
 }
 
+/// The offset of the page after one of `n` entries asked from `offset`
+/// with `limit`, or `None` when it was the last: empty, or short of its
+/// limit with nothing more announced (a server may cut a page short at its
+/// message limit and say `has_more`).
+fn next_offset(offset: i32, n: usize, limit: i32, has_more: bool) -> Option<i32> {
+    let full = n >= usize::try_from(limit).unwrap_or(usize::MAX);
+    if n == 0 || !(has_more || full) {
+        return None;
+    }
+    Some(offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX)))
+}
+
 /// A universe's leaf keys as the server lists them, by universe key.
 type RemoteKeys = BTreeMap<Key, (LeafKey, Hash)>;
 
@@ -743,10 +763,10 @@ async fn list_keys(mut client: UniverseClient<Channel>, key_page: i32, id: rpc::
                 .map_err(|_| ListError::Answer(BadAnswer::Node))?;
             out.insert(key.universe_key(), (key, Hash(hash)));
         }
-        if n == 0 || (!page.has_more && n < usize::try_from(limit).unwrap_or(usize::MAX)) {
-            return Ok((out, bytes));
+        match next_offset(offset, n, limit, page.has_more) {
+            Some(next) => offset = next,
+            None => return Ok((out, bytes)),
         }
-        offset = offset.saturating_add(i32::try_from(n).unwrap_or(i32::MAX));
     }
 }
 
@@ -827,13 +847,13 @@ fn leaf_of<E: std::error::Error + 'static>(
 
 /// Whether `leaf` is a burn, by the hash the server lists for it: a burn
 /// in a transfer universe sums its amount where a transfer sums 1.
-fn burn_by_hash(leaf: &UniverseLeaf, hash: &(LeafKey, Hash)) -> bool {
+fn burn_by_hash(leaf: &UniverseLeaf, hash: &Hash) -> bool {
     let as_burn = UniverseLeaf {
         burn: true,
         ..leaf.clone()
     };
-    as_burn.leaf(ProofType::Transfer).hash() == hash.1
-        && leaf.leaf(ProofType::Transfer).hash() != hash.1
+    as_burn.leaf(ProofType::Transfer).hash() == *hash
+        && leaf.leaf(ProofType::Transfer).hash() != *hash
 }
 
 /// A `QueryProof` answer for `key`, proven against `root`: the proof
@@ -873,7 +893,7 @@ fn proven_leaf<E: std::error::Error + 'static>(
         });
     }
     if universe.proof_type == ProofType::Transfer {
-        leaf.burn = burn_by_hash(&leaf, &(*key, *hash));
+        leaf.burn = burn_by_hash(&leaf, hash);
     }
     let tree_leaf = leaf.leaf(universe.proof_type);
     if tree_leaf.hash() != *hash {
@@ -955,11 +975,10 @@ mod tests {
             burn: true,
             ..leaf.clone()
         };
-        let key = leaf.key;
         let transfer_hash = leaf.leaf(ProofType::Transfer).hash();
         let burn_hash = burned.leaf(ProofType::Transfer).hash();
-        assert!(!burn_by_hash(&leaf, &(key, transfer_hash)));
-        assert!(burn_by_hash(&leaf, &(key, burn_hash)));
-        assert!(!burn_by_hash(&leaf, &(key, Hash([0; 32]))));
+        assert!(!burn_by_hash(&leaf, &transfer_hash));
+        assert!(burn_by_hash(&leaf, &burn_hash));
+        assert!(!burn_by_hash(&leaf, &Hash([0; 32])));
     }
 }
