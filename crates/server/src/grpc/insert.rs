@@ -14,7 +14,7 @@
 use ms_smt::multiverse::{LeafKey, OutPoint, ProofType, Universe, UniverseId, UniverseLeaf};
 use ms_smt_tapd_proof::{FactsError, UniverseLeafFacts};
 
-use super::request::RequestId;
+use super::request::{self, RequestId};
 
 /// Why a proof is not the leaf its request names.
 #[derive(Debug, thiserror::Error)]
@@ -125,21 +125,17 @@ pub(crate) fn leaf_from_proof(
         }
         UniverseId::Asset(_) => {}
     }
-    let script_key = facts.script_key.x_only();
-    if script_key != key.script_key {
+    let named = request::leaf_key_of(&facts);
+    if named.script_key != key.script_key {
         return Err(InsertRefusal::ScriptKey {
             expected: hex::encode(key.script_key),
-            got: hex::encode(script_key),
+            got: hex::encode(named.script_key),
         });
     }
-    let anchor = OutPoint {
-        txid: facts.anchor_outpoint.txid,
-        index: facts.anchor_outpoint.index,
-    };
-    if anchor != key.outpoint {
+    if named.outpoint != key.outpoint {
         return Err(InsertRefusal::Outpoint {
             expected: key.outpoint,
-            got: anchor,
+            got: named.outpoint,
         });
     }
     let leaf = UniverseLeaf {

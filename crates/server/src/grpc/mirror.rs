@@ -4,9 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ms_smt::multiverse::{
-    LeafKey, MultiverseError, OutPoint, PageQuery, ProofType, Universe, UniverseLeaf,
-};
+use ms_smt::multiverse::{LeafKey, MultiverseError, PageQuery, ProofType, Universe, UniverseLeaf};
 use ms_smt::store::{ForestStore, MemoryStore};
 use ms_smt::{CompactedTree, CompressedProof, ComputedNode, Hash, Key, Multiverse};
 use ms_smt_tapd_proof::{FactsError, UniverseLeafFacts};
@@ -19,8 +17,8 @@ use tonic::transport::{Channel, Endpoint};
 use super::connect::TlsConnect;
 
 use super::proto::taprpc::SortDirection;
+use super::proto::universerpc as rpc;
 use super::proto::universerpc::universe_client::UniverseClient;
-use super::proto::universerpc::{self as rpc, asset_key};
 use super::request::{self, marshal_id};
 use super::service::MAX_MESSAGE_BYTES;
 use super::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
@@ -681,7 +679,7 @@ impl UniversePeer {
                 let mut client = self.client.clone();
                 let request = rpc::UniverseKey {
                     id: Some(id.clone()),
-                    leaf_key: Some(marshal_key(&key)),
+                    leaf_key: Some(request::marshal_leaf_key(&key)),
                 };
                 in_flight.spawn(async move {
                     let answer = client.query_proof(request).await?.into_inner();
@@ -770,17 +768,6 @@ async fn list_keys(mut client: UniverseClient<Channel>, key_page: i32, id: rpc::
     }
 }
 
-/// tapd's `marshalLeafKey`: the outpoint as a string, the script key's
-/// x-only bytes.
-fn marshal_key(key: &LeafKey) -> rpc::AssetKey {
-    rpc::AssetKey {
-        outpoint: Some(asset_key::Outpoint::OpStr(key.outpoint.to_string())),
-        script_key: Some(asset_key::ScriptKey::ScriptKeyBytes(
-            key.script_key.to_vec(),
-        )),
-    }
-}
-
 /// The universe an answer's ID names (its proof type required).
 fn universe_of<E: std::error::Error + 'static>(
     id: Option<&rpc::Id>,
@@ -831,13 +818,7 @@ fn leaf_of<E: std::error::Error + 'static>(
         });
     }
     Ok(UniverseLeaf {
-        key: LeafKey {
-            outpoint: OutPoint {
-                txid: facts.anchor_outpoint.txid,
-                index: facts.anchor_outpoint.index,
-            },
-            script_key: facts.script_key.x_only(),
-        },
+        key: request::leaf_key_of(&facts),
         asset_id: facts.asset_id,
         proof,
         amount: facts.amount,
@@ -955,6 +936,7 @@ fn mismatch<E: std::error::Error + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ms_smt::multiverse::OutPoint;
 
     #[test]
     fn a_burn_is_told_by_its_hash() {

@@ -246,6 +246,18 @@ pub(crate) fn marshal_leaf_key(key: &LeafKey) -> rpc::AssetKey {
     }
 }
 
+/// The leaf key a proof's facts name: its anchor outpoint and the x-only
+/// bytes of its script key.
+pub(crate) fn leaf_key_of(facts: &ms_smt_tapd_proof::UniverseLeafFacts) -> LeafKey {
+    LeafKey {
+        outpoint: OutPoint {
+            txid: facts.anchor_outpoint.txid,
+            index: facts.anchor_outpoint.index,
+        },
+        script_key: facts.script_key.x_only(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
