@@ -42,7 +42,9 @@ use ms_smt_server::{
 };
 use ms_smt_sql::Database;
 use ms_smt_sql::SqliteStore;
-use support::stores::{SqliteDb, pg_store};
+use support::pg_url;
+use support::scratch_postgres::ScratchPostgres;
+use support::stores::SqliteDb;
 use support::{hkey, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -491,9 +493,16 @@ async fn authorization_matrix_sqlite_tcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorization_matrix_postgres_tls() {
-    let Some(pg) = pg_store("authorization_matrix_postgres_tls").await else {
+    let Some(admin) = pg_url("authorization_matrix_postgres_tls") else {
         return;
     };
+    // A database of its own: the matrix checks that a refused request
+    // changed no namespace and no token, and the other test binaries write
+    // into the shared test database at the same time.
+    let db = ScratchPostgres::create(&admin, "authz_matrix").await;
+    let pg = ms_smt_sql::PostgresStore::connect(&db.url)
+        .await
+        .expect("connect");
     let names = Names::new();
     let forest = names.forest(pg.clone());
     let app = |config| forest_router(forest.clone(), config);
@@ -505,6 +514,8 @@ async fn authorization_matrix_postgres_tls() {
         true,
     )
     .await;
+    pg.pool().close().await;
+    db.drop_database().await;
 }
 
 /// A store with namespace `ns` holding one leaf, and a write token on it.

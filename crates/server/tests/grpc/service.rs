@@ -649,14 +649,18 @@ async fn a_large_page_stays_under_the_message_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_tapds_syncer_on_postgres() {
-    // The throwaway database of scripts/test.sh; the writes are the same
-    // on every run, so a database that already holds them gives the same
-    // roots.
-    let Some(url) = ms_smt_test_support::pg_url("serves_tapds_syncer_on_postgres") else {
+    // A database of its own: the multiverse trees are shared by every
+    // universe in a database, and the other test binaries write into the
+    // shared test database at the same time.
+    let Some(admin) = ms_smt_test_support::pg_url("serves_tapds_syncer_on_postgres") else {
         return;
     };
-    let store = ms_smt_sql::PostgresStore::connect(&url)
+    let db =
+        ms_smt_test_support::scratch_postgres::ScratchPostgres::create(&admin, "grpc_syncer").await;
+    let store = ms_smt_sql::PostgresStore::connect(&db.url)
         .await
         .expect("connect");
-    exercise(Multiverse::new(store)).await;
+    exercise(Multiverse::new(store.clone())).await;
+    store.pool().close().await;
+    db.drop_database().await;
 }
