@@ -28,7 +28,7 @@ use ms_smt::multiverse::{ProofType, Universe, UniverseLeaf};
 use ms_smt::store::{ForestStore, MemoryStore};
 use ms_smt_server::grpc::{MirrorReport, ServiceConfig, UniversePeer, UniverseService, serve};
 use ms_smt_server::{ListenConfig, TlsIdentity, Trust};
-use ms_smt_sql::{PostgresStore, SqliteStore};
+use ms_smt_sql::SqliteStore;
 use ms_smt_test_support::bench::ScratchSqlite;
 use ms_smt_test_support::scratch_postgres::ScratchPostgres;
 use ms_smt_test_support::tapd_proofs::ProofMaker;
@@ -234,7 +234,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         store.pool().close().await;
     } else {
         let scratch = ScratchPostgres::create(&args.db, "universe_mirror").await;
-        let store = PostgresStore::connect(&scratch.url).await?;
+        let store = scratch.connect().await;
         println!("mirror: Postgres (a scratch database)");
         let result = mirror_into(
             &args,
@@ -245,8 +245,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             Multiverse::new(store.clone()),
         )
         .await;
-        store.pool().close().await;
-        scratch.drop_database().await;
+        scratch.drop_after(store).await;
         result?;
     }
     let _ = stop.send(());

@@ -30,7 +30,7 @@ use ms_smt_server::grpc::proto::universerpc::universe_client::UniverseClient;
 use ms_smt_server::grpc::proto::universerpc::{self as rpc, asset_key, id};
 use ms_smt_server::grpc::{ServiceConfig, UniverseService, serve};
 use ms_smt_server::{ListenConfig, TlsIdentity};
-use ms_smt_sql::{PostgresStore, SqliteStore};
+use ms_smt_sql::SqliteStore;
 use ms_smt_test_support::bench::ScratchSqlite;
 use ms_smt_test_support::scratch_postgres::ScratchPostgres;
 use sha2::{Digest, Sha256};
@@ -137,8 +137,7 @@ where
     Ok(())
 }
 
-fn request(i: u64, n: u64) -> rpc::UniverseKey {
-    let l = leaf(i, n);
+fn request(i: u64, l: &UniverseLeaf) -> rpc::UniverseKey {
     rpc::UniverseKey {
         id: Some(rpc::Id {
             id: Some(id::Id::AssetId(bytes(b"asset", i).to_vec())),
@@ -172,11 +171,12 @@ async fn client(
         x ^= x >> 7;
         x ^= x << 17;
         let (i, n) = (x % universes, (x >> 20) % per);
+        let l = leaf(i, n);
+        let request = request(i, &l);
         let started = Instant::now();
-        let answer = client.query_proof(request(i, n)).await?.into_inner();
+        let answer = client.query_proof(request).await?.into_inner();
         latencies.push(started.elapsed());
         if latencies.len() <= 50 {
-            let l = leaf(i, n);
             let proof = CompressedProof::decode(&answer.universe_inclusion_proof)?.decompress()?;
             let root = &roots[usize::try_from(i)?];
             if !proof.verify(&l.key.universe_key(), &l.leaf(ProofType::Issuance), root) {
@@ -290,11 +290,10 @@ async fn run(args: Args) -> Res<()> {
         }
         url => {
             let scratch = ScratchPostgres::create(url, "universe_proof_load").await;
-            let store = PostgresStore::connect(&scratch.url).await?;
+            let store = scratch.connect().await;
             println!("store: Postgres (a scratch database)");
             let result = load(Multiverse::new(store.clone()), &args).await;
-            store.pool().close().await;
-            scratch.drop_database().await;
+            scratch.drop_after(store).await;
             result
         }
     }

@@ -500,9 +500,7 @@ async fn authorization_matrix_postgres_tls() {
     // changed no namespace and no token, and the other test binaries write
     // into the shared test database at the same time.
     let db = ScratchPostgres::create(&admin, "authz_matrix").await;
-    let pg = ms_smt_sql::PostgresStore::connect(&db.url)
-        .await
-        .expect("connect");
+    let pg = db.connect().await;
     let names = Names::new();
     let forest = names.forest(pg.clone());
     let app = |config| forest_router(forest.clone(), config);
@@ -514,8 +512,7 @@ async fn authorization_matrix_postgres_tls() {
         true,
     )
     .await;
-    pg.pool().close().await;
-    db.drop_database().await;
+    db.drop_after(pg).await;
 }
 
 /// A store with namespace `ns` holding one leaf, and a write token on it.

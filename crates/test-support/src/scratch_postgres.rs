@@ -35,6 +35,19 @@ impl ScratchPostgres {
         }
     }
 
+    /// A store on the database.
+    pub async fn connect(&self) -> ms_smt_sql::PostgresStore {
+        ms_smt_sql::PostgresStore::connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.url))
+    }
+
+    /// Closes `store`'s pool, then drops the database.
+    pub async fn drop_after(self, store: ms_smt_sql::PostgresStore) {
+        store.pool().close().await;
+        self.drop_database().await;
+    }
+
     /// Drops the database (after the stores on it closed their pools).
     pub async fn drop_database(self) {
         let mut admin = PgConnection::connect(&self.admin_url)

@@ -242,10 +242,7 @@ async fn the_reference_go_client_agrees_on_postgres() {
     // tests share the test database.
     let db =
         ms_smt_test_support::scratch_postgres::ScratchPostgres::create(&admin, "go_client").await;
-    let store = ms_smt_sql::PostgresStore::connect(&db.url)
-        .await
-        .expect("connect");
+    let store = db.connect().await;
     sync_with_the_go_client(Multiverse::new(store.clone()), 2).await;
-    store.pool().close().await;
-    db.drop_database().await;
+    db.drop_after(store).await;
 }

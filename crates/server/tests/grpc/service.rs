@@ -657,10 +657,7 @@ async fn serves_tapds_syncer_on_postgres() {
     };
     let db =
         ms_smt_test_support::scratch_postgres::ScratchPostgres::create(&admin, "grpc_syncer").await;
-    let store = ms_smt_sql::PostgresStore::connect(&db.url)
-        .await
-        .expect("connect");
+    let store = db.connect().await;
     exercise(Multiverse::new(store.clone())).await;
-    store.pool().close().await;
-    db.drop_database().await;
+    db.drop_after(store).await;
 }
