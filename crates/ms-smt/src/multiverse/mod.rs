@@ -132,6 +132,21 @@ impl<T> Page<T> {
     }
 }
 
+/// Universes whose leaf counts [`Multiverse::stats`] reads in one call.
+pub const STATS_CHUNK: u64 = 4_096;
+
+/// Aggregate figures of a multiverse ([`Multiverse::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MultiverseStats {
+    /// Universes written (an ID's issuance and transfer universes are
+    /// two).
+    pub universes: u64,
+    /// Of them, the universes of asset groups.
+    pub group_universes: u64,
+    /// Leaves (proofs) in every universe.
+    pub leaves: u64,
+}
+
 /// A leaf of a universe with what proves it: the universe root and the
 /// leaf's proof there, the multiverse root and the universe's proof
 /// there, all of one state.
@@ -353,6 +368,61 @@ where
                 items,
                 total: before.sum,
             });
+        }
+        Err(MultiverseError::Contention {
+            attempts: READ_ATTEMPTS,
+        })
+    }
+
+    /// Aggregate figures of every universe: how many, how many of asset
+    /// groups, and their leaves. The universes are of one directory state;
+    /// their leaf counts are read [`STATS_CHUNK`] universes at a time, each
+    /// chunk of one state.
+    pub async fn stats(&self) -> MultiverseResult<MultiverseStats, S> {
+        let directory = self.tree(DIRECTORY)?;
+        'attempt: for _ in 0..READ_ATTEMPTS {
+            let before = directory.root().await?;
+            let mut stats = MultiverseStats {
+                universes: before.sum,
+                ..MultiverseStats::default()
+            };
+            let mut offset = 0;
+            while offset < before.sum {
+                let query = PageQuery {
+                    offset,
+                    limit: STATS_CHUNK,
+                    descending: false,
+                };
+                let Some(page) = index_page(&directory.view(), &before, query).await? else {
+                    continue 'attempt;
+                };
+                let mut names = Vec::with_capacity(page.len());
+                for (key, leaf) in &page {
+                    let universe =
+                        Universe::from_directory_value(leaf.value()).ok_or_else(|| {
+                            MultiverseError::<S::Error>::BadRecord {
+                                namespace: DIRECTORY.to_owned(),
+                                key: key.to_hex(),
+                            }
+                        })?;
+                    if matches!(universe.id, UniverseId::Group(_)) {
+                        stats.group_universes += 1;
+                    }
+                    names.push(universe.keys_namespace());
+                }
+                let roots = self.forest.roots(&names[..]).await?;
+                stats.leaves = roots
+                    .iter()
+                    .fold(stats.leaves, |n, root| n.saturating_add(root.sum));
+                offset = offset.saturating_add(page.len() as u64);
+                if page.is_empty() {
+                    break;
+                }
+            }
+            if directory.root().await? != before {
+                continue;
+            }
+            return Ok(stats);
         }
         Err(MultiverseError::Contention {
             attempts: READ_ATTEMPTS,
@@ -749,6 +819,51 @@ mod tests {
             .expect("amounts");
         assert_eq!(amounts.len(), 5);
         assert!(amounts.values().all(|sum| *sum == 1));
+    }
+
+    #[tokio::test]
+    async fn stats_count_universes_groups_and_leaves_past_a_chunk() {
+        let multiverse = Multiverse::new(MemoryStore::new());
+        assert_eq!(
+            multiverse.stats().await.expect("stats"),
+            MultiverseStats::default()
+        );
+        // More universes than one chunk reads, every third of a group, of
+        // 1 to 3 leaves each.
+        let count = STATS_CHUNK + 5;
+        let mut want = MultiverseStats::default();
+        let mut batch = Vec::new();
+        for i in 0..count {
+            let bytes = {
+                let mut b = [0u8; 32];
+                b[..8].copy_from_slice(&i.to_be_bytes());
+                b
+            };
+            let (id, proof_type) = if i % 3 == 0 {
+                (UniverseId::Group(bytes), ProofType::Transfer)
+            } else {
+                (UniverseId::Asset(bytes), ProofType::Issuance)
+            };
+            let n = 1 + (i % 3) as u8;
+            let leaves: Vec<UniverseLeaf> = (0..n).map(|k| leaf(k, bytes, 5)).collect();
+            want.universes += 1;
+            want.group_universes += u64::from(i % 3 == 0);
+            want.leaves += u64::from(n);
+            batch.push((Universe::new(id, proof_type), leaves));
+        }
+        let writes: Vec<(Universe, &[UniverseLeaf])> =
+            batch.iter().map(|(u, l)| (*u, &l[..])).collect();
+        multiverse.insert_many(&writes).await.expect("insert");
+        assert_eq!(multiverse.stats().await.expect("stats"), want);
+        // A leaf replaced is not one more.
+        let (universe, leaves) = &batch[1];
+        let mut again = leaves[0].clone();
+        again.proof = vec![42; 9];
+        multiverse
+            .insert(universe, &[again])
+            .await
+            .expect("replace");
+        assert_eq!(multiverse.stats().await.expect("stats"), want);
     }
 
     #[tokio::test]

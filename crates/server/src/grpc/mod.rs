@@ -2,7 +2,8 @@
 //! read face of `universerpc.Universe` that tapd's syncer calls (`Info`,
 //! then `AssetRoots` or `QueryAssetRoots`, `AssetLeafKeys`, and
 //! `QueryProof` per missing key, each proof checked against the root),
-//! plus `MultiverseRoot` and `AssetLeaves`, and `InsertProof` (the push a
+//! plus `MultiverseRoot`, `AssetLeaves` and `UniverseStats`, and
+//! `InsertProof` (the push a
 //! tapd node makes after a mint or transfer) for callers whose token has
 //! the write scope, all served from a [`Multiverse`](ms_smt::Multiverse).
 //!
@@ -47,6 +48,12 @@
 //!   its chain backend). It needs a write token: tapd's own push sends
 //!   none, so a stock tapd pushes only to servers that take it anonymously.
 //! * A burn's leaf sums 1 (tapd: the burned amount).
+//! * `UniverseStats` counts universes, group universes and the leaves of
+//!   every universe (tapd: universe roots, group roots, and the proof
+//!   insertions its event log holds); `num_total_syncs` is 0, as this
+//!   server logs no sync events. `QueryAssetStats` and `QueryEvents`
+//!   (asset names, types, genesis heights, daily events: tapd's asset and
+//!   event tables) answer `UNIMPLEMENTED`.
 //!
 //! ```no_run
 //! use ms_smt::Multiverse;

@@ -208,10 +208,11 @@ fn our_proto_is_the_references() {
             "InsertProof",
             "MultiverseRoot",
             "QueryAssetRoots",
-            "QueryProof"
+            "QueryProof",
+            "UniverseStats"
         ]
     );
-    assert_eq!(methods, 8);
+    assert_eq!(methods, 9);
     assert!(
         messages >= 20 && enums == 2,
         "{messages} messages, {enums} enums"

@@ -234,6 +234,22 @@ where
         .into_inner();
     assert_eq!(info.runtime_id, 4242);
 
+    // UniverseStats: 3 universes, 1 of a group, 30 + 12 + 5 leaves.
+    let stats = client
+        .universe_stats(rpc::StatsRequest {})
+        .await
+        .expect("universe stats")
+        .into_inner();
+    assert_eq!(
+        (
+            stats.num_total_assets,
+            stats.num_total_groups,
+            stats.num_total_syncs,
+            stats.num_total_proofs
+        ),
+        (3, 1, 0, 47)
+    );
+
     // MultiverseRoot: both types, tapd's layout; a filter of IDs.
     for proof_type in ProofType::ALL {
         let got = client

@@ -289,6 +289,27 @@ pub struct InfoResponse {
     #[prost(int64, tag = "1")]
     pub runtime_id: i64,
 }
+/// UniverseStats takes no argument.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StatsRequest {}
+/// Aggregate figures of the universe server.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StatsResponse {
+    /// Universes known (an asset or group with its issuance and its
+    /// transfer universe counts twice, as tapd counts its universe roots).
+    #[prost(int64, tag = "1")]
+    pub num_total_assets: i64,
+    /// Of them, the universes of asset groups.
+    #[prost(int64, tag = "2")]
+    pub num_total_groups: i64,
+    /// Sync events (tapd logs one per proof served to a syncer); always 0
+    /// here: this server keeps no event log.
+    #[prost(int64, tag = "3")]
+    pub num_total_syncs: i64,
+    /// Proofs held: the leaves of every universe.
+    #[prost(int64, tag = "4")]
+    pub num_total_proofs: i64,
+}
 /// The kind of proofs a universe holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -600,6 +621,29 @@ pub mod universe_client {
             req.extensions_mut().insert(GrpcMethod::new("universerpc.Universe", "Info"));
             self.inner.unary(req, path, codec).await
         }
+        /// Aggregate figures of every universe: assets, groups, proofs (and
+        /// syncs, which this server does not count).
+        pub async fn universe_stats(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StatsRequest>,
+        ) -> std::result::Result<tonic::Response<super::StatsResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/universerpc.Universe/UniverseStats",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("universerpc.Universe", "UniverseStats"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -677,6 +721,12 @@ pub mod universe_server {
             &self,
             request: tonic::Request<super::InfoRequest>,
         ) -> std::result::Result<tonic::Response<super::InfoResponse>, tonic::Status>;
+        /// Aggregate figures of every universe: assets, groups, proofs (and
+        /// syncs, which this server does not count).
+        async fn universe_stats(
+            &self,
+            request: tonic::Request<super::StatsRequest>,
+        ) -> std::result::Result<tonic::Response<super::StatsResponse>, tonic::Status>;
     }
     /// A universe server: the roots, keys, leaves and proofs of its universes.
     #[derive(Debug)]
@@ -1092,6 +1142,49 @@ pub mod universe_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = InfoSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/universerpc.Universe/UniverseStats" => {
+                    #[allow(non_camel_case_types)]
+                    struct UniverseStatsSvc<T: Universe>(pub Arc<T>);
+                    impl<T: Universe> tonic::server::UnaryService<super::StatsRequest>
+                    for UniverseStatsSvc<T> {
+                        type Response = super::StatsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StatsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Universe>::universe_stats(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UniverseStatsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
