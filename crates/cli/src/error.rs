@@ -177,6 +177,38 @@ pub enum CliError {
     /// An option the engine does not have.
     #[error("{0}")]
     Unsupported(&'static str),
+    /// A seconds argument is not a finite, non-negative number.
+    #[error("{flag} {secs}: not a number of seconds")]
+    BadSeconds {
+        /// The flag.
+        flag: &'static str,
+        /// What it was given.
+        secs: f64,
+    },
+    /// `universe serve --plain` on an address other hosts can reach.
+    #[error("plain HTTP/2 only on a loopback --listen (not {0}), or with --behind-proxy")]
+    PlainNotLoopback(std::net::SocketAddr),
+    /// The server's address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped on an I/O error.
+    #[error("the universe server stopped: {0}")]
+    Serve(std::io::Error),
+    /// A certificate or key could not be read, made or used.
+    #[error("{0}")]
+    Tls(#[from] ms_smt_server::TlsError),
+    /// The universe server to mirror could not be reached.
+    #[error("{0}")]
+    Connect(Box<ms_smt_server::grpc::ConnectError>),
+    /// A mirror round stopped; what it committed before stays, and the
+    /// next round resumes.
+    #[error("{0}")]
+    Mirror(Box<ms_smt_server::grpc::MirrorError<SqlStoreError>>),
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),

@@ -4,6 +4,8 @@
 //! ms-smt --db assets.db namespaces
 //! ms-smt --db postgres://user@host/db audit universe
 //! ms-smt --db assets.db load universe leaves.jsonl
+//! ms-smt --db universes.db universe serve --listen 0.0.0.0:10029
+//! ms-smt --db mirror.db universe mirror --from universe.example:10029
 //! ```
 //!
 //! Exit codes: 0 done; 1 a check failed (audit found problems, a proof
@@ -23,6 +25,7 @@ mod proof;
 mod tapd;
 mod tokens;
 mod transfer;
+mod universe;
 
 use std::process::ExitCode;
 
@@ -85,6 +88,9 @@ enum Command {
     /// The federation server's access tokens: create (printed once), list,
     /// revoke.
     Tokens(tokens::TokensArgs),
+    /// tapd's universe federation protocol (gRPC): serve the database's
+    /// universes, or mirror a universe server into it.
+    Universe(universe::UniverseArgs),
     /// Upkeep for a long-running database: count uncounted namespaces,
     /// prune change journals, list pins, vacuum; exit 1 if a namespace
     /// could not be counted.
@@ -109,7 +115,7 @@ impl Command {
                 true => Access::Write,
                 false => Access::Read,
             },
-            Command::Load(_) | Command::Import(_) => Access::Write,
+            Command::Load(_) | Command::Import(_) | Command::Universe(_) => Access::Write,
             Command::Pin(_) | Command::Unpin(_) | Command::Maintain(_) => Access::WriteExisting,
             Command::Tokens(args) => args.access(),
             _ => Access::Read,
@@ -152,6 +158,7 @@ async fn run(cli: Cli) -> Res<Outcome> {
         Command::Tapd(args) => tapd::export(&db, args, layout, out).await,
         Command::Tokens(args) => tokens::run(&db, args, out).await,
         Command::Maintain(args) => maintain::maintain(&db, &spec, args, out).await,
+        Command::Universe(args) => universe::run(&db, &spec, args, out).await,
         Command::Verify(_) | Command::Load(_) | Command::Import(_) => Ok(Outcome::Ok),
     };
     db.close().await;

@@ -5,3 +5,4 @@ use ms_smt_test_support as support;
 mod cli;
 mod cli_support;
 mod cli_tapd;
+mod cli_universe;
