@@ -130,8 +130,8 @@ pub use tree::engine::EXCLUSIVE_AFTER;
 pub use tree::{
     CompactedTree, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_GROUP_LEAVES, DEFAULT_QUEUE_BOUND,
     DEFAULT_RECOVERY_WAIT, Forest, ForestReceipt, ForestTicket, ForestWrite, ForestWriter,
-    FullTree, Link, ProvenWrite, Receipt, SubmitError, Ticket, Tree, TreeChange, TreeRoot, View,
-    Writer, WriterConfig, WriterStats,
+    FullTree, Link, ProvenLeaf, ProvenWrite, Receipt, SubmitError, Ticket, Tree, TreeChange,
+    TreeRoot, View, Writer, WriterConfig, WriterStats,
 };
 pub use universe::{
     Chunk, CopyError, CopyReport, DEFAULT_FEED_PAGE, DEFAULT_PAGE, Diff, DiffEntry, ExportError,

@@ -35,8 +35,9 @@
 
 pub mod layout;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
+use std::sync::{Arc, PoisonError, RwLock};
 
 pub use layout::{
     DIRECTORY, ISSUANCE_MULTIVERSE, KEY_RECORD_LEN, KEYS_SUFFIX, KeyRecord, LeafKey, OutPoint,
@@ -46,6 +47,7 @@ pub use layout::{
 
 use crate::LinkSum;
 use crate::Proof;
+use crate::ProvenLeaf;
 use crate::descent::Subtree;
 use crate::error::TreeError;
 use crate::key::{Key, MAX_LEVEL};
@@ -184,12 +186,17 @@ pub fn multiverse_links() -> [Link; 2] {
 /// Cheap to clone.
 pub struct Multiverse<S: ForestStore> {
     forest: Forest<S, Compacted>,
+    /// Universes seen in the directory: a universe is never removed from
+    /// it, so [`contains`](Multiverse::contains) reads the directory only
+    /// for the others (shared by clones).
+    known: Arc<RwLock<HashSet<Key>>>,
 }
 
 impl<S: ForestStore + Clone> Clone for Multiverse<S> {
     fn clone(&self) -> Self {
         Multiverse {
             forest: self.forest.clone(),
+            known: self.known.clone(),
         }
     }
 }
@@ -212,6 +219,7 @@ where
         let [issuance, transfer] = multiverse_links();
         Multiverse {
             forest: Forest::new(store).with_link(issuance).with_link(transfer),
+            known: Arc::default(),
         }
     }
 
@@ -280,9 +288,26 @@ where
     /// Reads check this first, so that names no write made are never
     /// opened.
     pub async fn contains(&self, universe: &Universe) -> MultiverseResult<bool, S> {
+        let key = universe.directory_key();
+        // A poisoned lock only means a panic elsewhere while it was held;
+        // the set is still a set.
+        if self
+            .known
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&key)
+        {
+            return Ok(true);
+        }
         let directory = self.tree(DIRECTORY)?;
-        let leaf = directory.get(&universe.directory_key()).await?;
-        Ok(!leaf.is_empty())
+        let found = !directory.get(&key).await?.is_empty();
+        if found {
+            self.known
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key);
+        }
+        Ok(found)
     }
 
     /// The root of `universe`; `None` when it was never written.
@@ -533,26 +558,17 @@ where
             return Ok(None);
         }
         let namespace = universe.namespace();
-        let multiverse = universe.proof_type.multiverse();
-        let tree = self.tree(&namespace)?;
         let universe_key = key.universe_key();
         for _ in 0..READ_ATTEMPTS {
-            let before = self.forest.roots(&[namespace.as_str(), multiverse]).await?;
-            let leaf = tree.get(&universe_key).await?;
+            // One read of both roots and one of both paths: the leaf is
+            // the one the proofs prove under those roots, of one state.
+            let ProvenLeaf {
+                leaf,
+                proof: nested,
+                roots,
+            } = self.forest.proven_leaf(&namespace, &universe_key).await?;
             if leaf.is_empty() {
-                if self.forest.roots(&[namespace.as_str(), multiverse]).await? != before {
-                    continue;
-                }
                 return Ok(None);
-            }
-            let nested = self.forest.nested_proof(&namespace, &universe_key).await?;
-            let Ok(roots) = nested.roots(&universe_key, &leaf) else {
-                continue;
-            };
-            // The leaf and the proofs were read apart: they belong to the
-            // state read first iff they lead to its roots.
-            if roots != before {
-                continue;
             }
             let (Some(level), [universe_root, multiverse_root]) =
                 (nested.levels().first(), &roots[..])

@@ -40,7 +40,7 @@ mod view;
 mod walk;
 mod writer;
 
-pub use forest::{Forest, ForestWrite, Link, TreeChange};
+pub use forest::{Forest, ForestWrite, Link, ProvenLeaf, TreeChange};
 pub(crate) use handle::Target;
 pub use handle::{CompactedTree, DEFAULT_MAX_ATTEMPTS, FullTree, ProvenWrite, Tree};
 pub use view::View;

@@ -40,21 +40,36 @@ pub(crate) fn proofs<R: NodeSource>(
     keys: &[Key],
     lanes: usize,
 ) -> Result<Vec<Proof>, PlanError> {
-    let mut proofs = Vec::with_capacity(keys.len());
+    Ok(leaves_and_proofs(source, root, keys, lanes)?
+        .into_iter()
+        .map(|(_, proof)| proof)
+        .collect())
+}
+
+/// [`proofs`], each with the leaf found at its key (the empty leaf for an
+/// absent key): the leaf the proof proves, of the same nodes.
+pub(crate) fn leaves_and_proofs<R: NodeSource>(
+    source: &R,
+    root: &ComputedNode,
+    keys: &[Key],
+    lanes: usize,
+) -> Result<Vec<(Leaf, Proof)>, PlanError> {
+    let mut found = Vec::with_capacity(keys.len());
     let mut pending = Vec::new();
     for (i, key) in keys.iter().enumerate() {
         let mut proof = Proof::empty();
-        if let (_, Some(beside)) = walk_to(source, root, key, Some(&mut proof))? {
+        let (leaf, beside) = walk_to(source, root, key, Some(&mut proof))?;
+        if let Some(beside) = beside {
             pending.push((i, beside));
         }
-        proofs.push(proof);
+        found.push((leaf, proof));
     }
     for (i, lift) in lift_tagged(pending, lanes) {
-        if let Some(proof) = proofs.get_mut(i) {
+        if let Some((_, proof)) = found.get_mut(i) {
             set_lifted(proof, &lift);
         }
     }
-    Ok(proofs)
+    Ok(found)
 }
 
 /// Records a lifted compacted leaf as the sibling at its level.

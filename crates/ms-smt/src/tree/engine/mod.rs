@@ -40,7 +40,7 @@ mod read;
 
 pub(crate) use entry::{Entry, TreeId};
 pub(crate) use judge::{Ending, may_have_raced};
-pub(crate) use plan::{GroupPlan, Want, Writes, closure, nested_proofs};
+pub(crate) use plan::{GroupPlan, Want, Writes, closure, nested_leaf_proofs, nested_proofs};
 pub use policy::EXCLUSIVE_AFTER;
 pub(crate) use policy::{Failure, Job, Policy, Tally, backoff, write};
 pub(crate) use read::{Unplanned, is_noop, overlay_of, read_and_plan, read_trees};

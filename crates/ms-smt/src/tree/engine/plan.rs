@@ -335,8 +335,24 @@ pub(crate) fn nested_proofs<T>(
     keys: &[Key],
     lanes: usize,
 ) -> Option<Vec<NestedProof>> {
+    Some(
+        nested_leaf_proofs(plans, entry, keys, lanes)?
+            .into_iter()
+            .map(|(_, proof)| proof)
+            .collect(),
+    )
+}
+
+/// [`nested_proofs`], each with the leaf found at its key (the empty leaf
+/// when absent), of the same nodes.
+pub(crate) fn nested_leaf_proofs<T>(
+    plans: &HashMap<TreeId, (ComputedNode, &NodeCache)>,
+    entry: &Arc<Entry<T>>,
+    keys: &[Key],
+    lanes: usize,
+) -> Option<Vec<(Leaf, NestedProof)>> {
     let (root, nodes) = plans.get(&entry.id)?;
-    let proofs = walk::proofs(*nodes, root, keys, lanes).ok()?;
+    let proofs = walk::leaves_and_proofs(*nodes, root, keys, lanes).ok()?;
     let mut levels = Vec::new();
     for tree in entry.chain() {
         let Some((parent, key, sum)) = &tree.parent else {
@@ -355,7 +371,7 @@ pub(crate) fn nested_proofs<T>(
     Some(
         proofs
             .into_iter()
-            .map(|p| NestedProof::new(p, levels.clone()))
+            .map(|(leaf, p)| (leaf, NestedProof::new(p, levels.clone())))
             .collect(),
     )
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::ProvenLeaf;
 use crate::NestedProof;
 use crate::Tuning;
 use crate::descent;
@@ -320,6 +321,29 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
         &self,
         keys: &[(N, Key)],
     ) -> Res<Vec<NestedProof>, S> {
+        Ok(self
+            .proven_leaves(keys)
+            .await?
+            .into_iter()
+            .map(|proven| proven.proof)
+            .collect())
+    }
+
+    /// The leaf at `key` in tree `name` (the empty leaf when absent) with
+    /// its [`nested_proof`](Self::nested_proof) and the roots of the chain
+    /// they were read at: one read of the roots and one of the paths, as
+    /// [`nested_proofs`](Self::nested_proofs) makes. Nothing is hashed to
+    /// tie them: the paths are walked by hash from those roots.
+    pub async fn proven_leaf(&self, name: &str, key: &Key) -> Res<ProvenLeaf, S> {
+        let mut found = self.proven_leaves(&[(name, *key)]).await?;
+        found.pop().ok_or(TreeError::Unsupported {
+            operation: "proven_leaf",
+        })
+    }
+
+    /// [`proven_leaf`](Self::proven_leaf) of each `(tree, key)`, in order,
+    /// in one read.
+    pub async fn proven_leaves<N: AsRef<str>>(&self, keys: &[(N, Key)]) -> Res<Vec<ProvenLeaf>, S> {
         let mut reads: Writes<S::Tree> = Vec::new();
         let mut wanted: Vec<(Arc<Entry<S::Tree>>, Key)> = Vec::with_capacity(keys.len());
         for (name, key) in keys {
@@ -340,10 +364,26 @@ impl<S: ForestStore, L: Layout> Forest<S, L> {
                 .map(|(id, r)| (*id, (r.root, &r.nodes)))
                 .collect();
             let lanes = self.tuning.hash_lanes();
-            let proofs: Option<Vec<NestedProof>> = wanted
+            let proofs: Option<Vec<ProvenLeaf>> = wanted
                 .iter()
                 .map(|(entry, key)| {
-                    engine::nested_proofs(&plans, entry, std::slice::from_ref(key), lanes)?.pop()
+                    let (leaf, proof) = engine::nested_leaf_proofs(
+                        &plans,
+                        entry,
+                        std::slice::from_ref(key),
+                        lanes,
+                    )?
+                    .pop()?;
+                    let roots = entry
+                        .chain()
+                        .map(|tree| plans.get(&tree.id).map(|(root, _)| *root))
+                        .collect::<Option<Vec<ComputedNode>>>()?;
+                    debug_assert_eq!(
+                        proof.roots(key, &leaf).ok().as_ref(),
+                        Some(&roots),
+                        "a path walked by hash proves its leaf under the roots read"
+                    );
+                    Some(ProvenLeaf { leaf, proof, roots })
                 })
                 .collect();
             match proofs {

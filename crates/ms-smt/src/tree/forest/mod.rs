@@ -5,7 +5,9 @@
 
 mod handle;
 mod links;
+mod proven;
 mod registry;
 
 pub use handle::{Forest, ForestWrite, TreeChange};
 pub use links::Link;
+pub use proven::ProvenLeaf;
