@@ -27,10 +27,10 @@
 //! * `pages`: `AssetRoots`, `AssetLeafKeys` and `AssetLeaves` with offsets
 //!   far past the end, negative, `i32::MIN` and `i32::MAX` offsets and
 //!   limits, from 20 addresses, anonymous;
-//! * `streams`: raw HTTP/2 on one connection: 1,000 streams opened at once
-//!   (10 × the default `max_streams`), and a rapid reset (streams opened
-//!   and cancelled at once, CVE-2023-44487); then 1,000 calls at once on
-//!   one tonic channel;
+//! * `streams`: raw HTTP/2 on one connection: 50 streams at once (a
+//!   control), 1,000 at once (10 × the default `max_streams`), and a
+//!   rapid reset (streams opened and cancelled at once, CVE-2023-44487);
+//!   then 1,000 calls at once on one tonic channel;
 //! * `slow-tls`: `--slow-conns` connections (2,000 by default) from 200
 //!   addresses that open TCP and then send nothing, or trickle a real
 //!   ClientHello one byte every 250 ms; a new client from a fresh address
