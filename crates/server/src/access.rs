@@ -188,6 +188,12 @@ impl fmt::Display for Grants {
     }
 }
 
+/// The longest exact namespace a grant names: room for a tapd universe's
+/// namespace (`issuance-` or `transfer-` and 64 hex digits, 73 bytes) and
+/// its index (`...-keys`), beyond the HTTP API's own names
+/// ([`MAX_NAMESPACE_LEN`](crate::wire::MAX_NAMESPACE_LEN)).
+pub const MAX_GRANT_PATTERN_LEN: usize = 128;
+
 fn pattern_chars(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -213,7 +219,7 @@ impl FromStr for Grant {
                 Some(prefix) if !prefix.is_empty() && pattern_chars(prefix) => {
                     Pattern::Prefix(prefix.to_owned())
                 }
-                None if !p.is_empty() && p.len() <= 64 && pattern_chars(p) => {
+                None if !p.is_empty() && p.len() <= MAX_GRANT_PATTERN_LEN && pattern_chars(p) => {
                     Pattern::Exact(p.to_owned())
                 }
                 _ => return Err(bad()),
@@ -526,6 +532,15 @@ mod tests {
         ] {
             assert!(bad.parse::<Grants>().is_err(), "{bad:?}");
         }
+        // An exact name up to MAX_GRANT_PATTERN_LEN: a tapd universe's
+        // namespace fits.
+        let universe = format!("issuance-{}", "ab".repeat(32));
+        let exact: Grants = format!("write:{universe}").parse().expect("parse");
+        assert!(exact.allows(Scope::Write, Some(&universe)));
+        assert!(!exact.allows(Scope::Write, Some(&format!("transfer-{}", "ab".repeat(32)))));
+        let longest = "n".repeat(MAX_GRANT_PATTERN_LEN);
+        assert!(format!("read:{longest}").parse::<Grants>().is_ok());
+        assert!(format!("read:{longest}n").parse::<Grants>().is_err());
     }
 
     #[test]

@@ -76,12 +76,28 @@ fn universe_id(id: Option<&rpc::Id>) -> Result<request::RequestId, Status> {
     request::universe_id(id).map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))
 }
 
-/// An operation's store error as a status.
+/// An operation's store error as a status: a write whose sums would
+/// overflow is the request's fault (tapd's `mssmt.ErrIntegerOverflow`, a
+/// plain handler error: `UNKNOWN`), writers that kept moving the trees are
+/// `UNAVAILABLE` (try again), anything else is the server's (`INTERNAL`).
 fn store_error<E: std::error::Error + 'static>(e: MultiverseError<E>) -> Status {
     match e {
+        MultiverseError::Tree(ref tree) if tree.is_overflow() => Status::unknown(e.to_string()),
         MultiverseError::Contention { .. } => Status::unavailable(e.to_string()),
         other => Status::internal(other.to_string()),
     }
+}
+
+/// The `PERMISSION_DENIED` of a caller that may not write `namespace`.
+fn forbidden(principal: &Principal, namespace: String) -> Status {
+    Status::permission_denied(
+        ServeError::Forbidden {
+            who: who(principal),
+            scope: Scope::Write,
+            namespace,
+        }
+        .to_string(),
+    )
 }
 
 /// tapd's `marshalMssmtNode`: the sum as Go's `int64(uint64)` (wrapping).
@@ -513,6 +529,24 @@ where
         let (id, leaf_key) = request::universe_key(&key)
             .map_err(|e| Status::unknown(format!("unmarshal universe key: {e}")))?;
         let key_hex = leaf_key.universe_key().to_hex();
+        // The scope first, from the key alone, before a byte of the proof
+        // is decoded: a caller that may write neither universe the key can
+        // name (one, or both when its proof type is unspecified) is refused
+        // as such, whatever it sent.
+        let candidates: Vec<Universe> = match id.proof_type {
+            Some(proof_type) => vec![id.universe(proof_type)],
+            None => ProofType::ALL.iter().map(|t| id.universe(*t)).collect(),
+        };
+        if !candidates
+            .iter()
+            .any(|u| principal.allows(Scope::Write, Some(&u.namespace())))
+        {
+            let first = candidates
+                .first()
+                .map(Universe::namespace)
+                .unwrap_or_default();
+            return Err(forbidden(&principal, first));
+        }
         let proof = req.asset_leaf.map(|l| l.proof);
         let checked = match &proof {
             None => Err(super::insert::InsertRefusal::NoLeaf),
@@ -526,14 +560,7 @@ where
         })?;
         let namespace = universe.namespace();
         if !principal.allows(Scope::Write, Some(&namespace)) {
-            return Err(Status::permission_denied(
-                ServeError::Forbidden {
-                    who: who(&principal),
-                    scope: Scope::Write,
-                    namespace,
-                }
-                .to_string(),
-            ));
+            return Err(forbidden(&principal, namespace));
         }
         self.multiverse
             .insert(&universe, std::slice::from_ref(&leaf))

@@ -3,10 +3,16 @@
 //!
 //! * `insert_proof_needs_a_write_token`: no token, a malformed one, a
 //!   read token, a write token for other namespaces and a revoked one are
-//!   refused in gRPC's words, and nothing lands; with a write token the
+//!   refused in gRPC's words, and nothing lands (a forged proof from a
+//!   caller without the scope is refused for the scope); a grant of exactly
+//!   one universe's namespace writes that universe alone; with a write
+//!   token the
 //!   official proof vectors (an asset issuance, a group issuance, a
 //!   transfer) land at the roots tapd's rules give them, and each is then
 //!   served by `QueryProof`.
+//! * `an_overflowing_sum_is_the_requests_fault`: a leaf that would take
+//!   the universe's sum past 2^64 − 1 is refused as tapd refuses it
+//!   (`UNKNOWN`, "integer overflow"), not as a server failure.
 //! * `forged_inserts_write_nothing`: a proof under another script key,
 //!   outpoint, asset ID, group or proof type, a truncated proof, no proof,
 //!   and a message over the size limit: each refused, every root as
@@ -348,6 +354,26 @@ async fn insert_proof_needs_a_write_token() {
         Code::PermissionDenied,
         &issuance.universe.namespace(),
     );
+    // The scope is checked from the key before the proof is decoded: a
+    // forged proof from a caller that may not write there is refused for
+    // the scope, not for the proof.
+    let forged = {
+        let mut r = issuance.request();
+        if let Some(leaf) = r.asset_leaf.as_mut() {
+            leaf.proof.truncate(7);
+        }
+        r
+    };
+    assert_refused(
+        running.insert(Some(&read), forged.clone()).await,
+        Code::PermissionDenied,
+        "write",
+    );
+    assert_refused(
+        running.insert(Some(&transfers_only), forged).await,
+        Code::PermissionDenied,
+        &issuance.universe.namespace(),
+    );
     TokenStore::open(&store)
         .await
         .expect("token table")
@@ -360,6 +386,18 @@ async fn insert_proof_needs_a_write_token() {
         "token",
     );
     assert_eq!(roots(&multiverse, &all).await, before);
+
+    // A grant of exactly one universe's namespace (73 bytes) writes it.
+    let (exact, _) = token(&store, &format!("write:{}", issuance.universe.namespace())).await;
+    running
+        .insert(Some(&exact), issuance.request())
+        .await
+        .expect("an exact grant writes its universe");
+    assert_refused(
+        running.insert(Some(&exact), transfer.request()).await,
+        Code::PermissionDenied,
+        &transfer.universe.namespace(),
+    );
 
     // A write token: each proof at the root tapd's rules give it, the
     // answer naming its key with the proof type filled in.
@@ -413,6 +451,35 @@ async fn insert_proof_needs_a_write_token() {
         .await
         .expect("again");
     assert_eq!(roots(&multiverse, &all).await, after);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_overflowing_sum_is_the_requests_fault() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = database(&dir).await;
+    let multiverse = Multiverse::new(store.clone());
+    let (writer, _) = token(&store, "write:*").await;
+    let service = UniverseService::new(multiverse.clone())
+        .with_config(ServiceConfig::default().per_address(None).per_token(None))
+        .with_tokens(store.clone());
+    let mut running = Running::start(service).await;
+    let maker = ms_smt_test_support::tapd_proofs::ProofMaker::from_vectors();
+    let big = Case::asset(maker.proof(ProofType::Issuance, 0, 0, u64::MAX - 1));
+    let more = Case::asset(maker.proof(ProofType::Issuance, 0, 1, 5));
+    assert_eq!(big.universe, more.universe);
+    running
+        .insert(Some(&writer), big.request())
+        .await
+        .expect("a sum just under 2^64");
+    let before = roots(&multiverse, &[&big]).await;
+    // tapd's words (mssmt.ErrIntegerOverflow), as a handler's error.
+    assert_refused(
+        running.insert(Some(&writer), more.request()).await,
+        Code::Unknown,
+        "integer overflow",
+    );
+    assert_eq!(roots(&multiverse, &[&big]).await, before);
     running.stop().await;
 }
 
