@@ -217,7 +217,11 @@ async fn open_postgres(url: &str, access: Access) -> Result<PostgresStore, Datab
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(CONNECT_TIMEOUT)
-        .connect_with(options.options([("jit", "off"), ("default_transaction_read_only", "on")]))
+        .connect_with(
+            options
+                .options(crate::postgres::SESSION_OPTIONS)
+                .options([("default_transaction_read_only", "on")]),
+        )
         .await?;
     let store = PostgresStore::from_pool(pool, "default");
     current(store.schema_state().await?, "the Postgres database", access)?;

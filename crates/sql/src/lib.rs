@@ -80,7 +80,7 @@ pub use migrations::{Migration, MigrationSet, Step, TREE_SCHEMA, checksum, hex32
 #[cfg(feature = "postgres")]
 pub use postgres::{
     DEFAULT_STANDBY_WAIT, OnLag, PostgresStore, PostgresTxStore, ReadSnapshot, ReplicaSet,
-    STALE_CHECK_AFTER, ServedBy,
+    SESSION_OPTIONS, STALE_CHECK_AFTER, ServedBy,
 };
 #[cfg(feature = "postgres")]
 pub use reply_wait::DEFAULT_POSTGRES_REPLY_WAIT;

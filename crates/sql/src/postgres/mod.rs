@@ -51,15 +51,33 @@ pub type PostgresStore = SqlStore<PgConnection>;
 /// [`in_transaction`](PostgresStore::in_transaction).
 pub type PostgresTxStore<'c> = SqlTxStore<'c, PgConnection>;
 
+/// The settings of the sessions of a pool this crate makes.
+///
+/// * `jit = off`: see [`PostgresStore::connect`].
+/// * `plan_cache_mode = force_generic_plan`: every statement is prepared
+///   once (sqlx caches it per connection), and its plan shape is fixed by
+///   the statement itself (primary-key probes fenced with `OFFSET 0`, rows
+///   from `UNNEST` of the parameters), yet with the default mode the
+///   server plans the path walk again on every call: a plan for the
+///   arrays it was given looks cheaper than the generic one. At 10^5
+///   leaves, 16 `QueryProof` clients over TLS went from 1,529 to 2,989
+///   proofs/s on this machine (the server's CPU had gone to the planner:
+///   `expression_tree_walker`, `copyObjectImpl`), and 1,000 one-leaf
+///   submitters through the writer from 8,298-8,457 to 8,454-8,523
+///   leaves/s (BENCHMARKS.md).
+pub const SESSION_OPTIONS: [(&str, &str); 2] =
+    [("jit", "off"), ("plan_cache_mode", "force_generic_plan")];
+
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
     /// migrations, and binds the namespace `"default"`.
     ///
-    /// The pool's sessions run with `jit = off`: the recursive path walk's
-    /// row estimates are guesses that can cross `jit_above_cost`, and
-    /// compiling the plan then costs ~200 ms for a ~20 ms query. (On a
-    /// host's pool, [`from_pool`](Self::from_pool), large walks turn JIT
-    /// off for themselves only, at three extra round trips.)
+    /// The pool's sessions run with [`SESSION_OPTIONS`]: `jit = off` (the
+    /// recursive path walk's row estimates are guesses that can cross
+    /// `jit_above_cost`, and compiling the plan then costs ~200 ms for a
+    /// ~20 ms query; on a host's pool, [`from_pool`](Self::from_pool), large
+    /// walks turn JIT off for themselves only, at three extra round trips)
+    /// and `plan_cache_mode = force_generic_plan` (PostgreSQL 12 or later).
     ///
     /// A pooled connection that sat idle for [`STALE_CHECK_AFTER`] or more
     /// is checked (one `ping` round trip, under the reply wait) before a
@@ -83,7 +101,7 @@ impl PostgresStore {
                 Box::pin(std::future::ready(Ok(true)))
             })
             .max_connections(16)
-            .connect_with(options.options([("jit", "off")]))
+            .connect_with(options.options(SESSION_OPTIONS))
             .await?;
         Self::opened(pool, true).await
     }

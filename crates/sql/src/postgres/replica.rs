@@ -105,7 +105,7 @@ impl ReplicaSet {
                 .test_before_acquire(false)
                 .max_connections(16)
                 .acquire_timeout(STANDBY_ACQUIRE_TIMEOUT)
-                .connect_lazy_with(options.options([("jit", "off")]));
+                .connect_lazy_with(options.options(super::SESSION_OPTIONS));
             set.standbys.push(set.primary.on_pool(pool, true));
         }
         Ok(set)
