@@ -6,7 +6,7 @@
 # Unit, integration and doc tests, in the `test-ci` profile (Cargo.toml: the
 # release profile with the workspace's own crates at opt-level 1), under
 # scripts/with-postgres.sh (a throwaway local PostgreSQL unless MSSMT_PG_URL
-# is set). The unit and integration test binaries run two at a time
+# is set). The unit and integration test binaries run three at a time
 # (scripts/run-test-binaries.sh: `cargo test` runs them one by one); the
 # doc tests then run through `cargo test --doc`. Examples are not linked here: `cargo test` alone would build all
 # of them (15 binaries, ~4 minutes of a clean CI build) only to check that
