@@ -321,7 +321,8 @@ where
         request: Request<rpc::AssetRootRequest>,
     ) -> Result<Response<rpc::AssetRootResponse>, Status> {
         let req = request.into_inner();
-        let (offset, limit) = request::page(req.offset, req.limit).map_err(Status::unknown)?;
+        let (offset, limit) =
+            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
         let query = PageQuery {
             offset,
             limit,
@@ -389,7 +390,8 @@ where
                 "proof type (req.id.proof_type) must be specified",
             ));
         };
-        let (offset, limit) = request::page(req.offset, req.limit).map_err(Status::unknown)?;
+        let (offset, limit) =
+            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
         let query = PageQuery {
             offset,
             limit,
@@ -435,7 +437,8 @@ where
     ) -> Result<Response<rpc::AssetLeafResponse>, Status> {
         let req = request.into_inner();
         let id = universe_id(req.id.as_ref())?;
-        let (offset, limit) = request::page(req.offset, req.limit).map_err(Status::unknown)?;
+        let (offset, limit) =
+            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
         // tapd reads an unspecified proof type's universe, which never
         // holds a leaf.
         let Some(proof_type) = id.proof_type else {
