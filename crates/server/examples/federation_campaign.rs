@@ -39,6 +39,7 @@
 //! federation_campaign --db <sqlite path | postgres URL> --cost 5
 //! ```
 
+use ms_smt_test_support::campaign::{PhaseWatch, attacker_ip, ms, percentile, usage};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -131,24 +132,6 @@ impl Server {
     /// (RSS in kB, open descriptors).
     fn usage(&self) -> (u64, u64) {
         usage(self.pid)
-    }
-}
-
-/// Process `pid`'s (RSS in kB, open descriptors).
-fn usage(pid: u32) -> (u64, u64) {
-    {
-        let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            })
-            .unwrap_or(0);
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|d| d.count() as u64)
-            .unwrap_or(0);
-        (rss, fds)
     }
 }
 
@@ -493,10 +476,6 @@ async fn hammer(
         .unwrap_or_default()
 }
 
-fn attacker_ip(block: u8, i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(127, block, (i / 250) as u8, (i % 250 + 1) as u8)
-}
-
 /// `n` connections that each send half a request header, from
 /// `addresses` addresses; how long the server took to close them (the
 /// longest), and how many it closed within 10 s.
@@ -586,18 +565,6 @@ async fn conn_flood(server: SocketAddr, stop: Arc<AtomicBool>) -> u64 {
         let _ = t.await;
     }
     count.load(Ordering::Relaxed)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[at.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
 /// What no attack may change: every namespace but the honest one and the
@@ -715,28 +682,12 @@ async fn campaign(db_spec: String, tls: bool, phase_secs: u64, half_open: usize)
     for name in phases {
         let before = server.usage();
         *honest_phase.lock().await = Honest::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(Mutex::new(before));
-        let sampler = {
-            let (stop, peak) = (stop.clone(), peak.clone());
-            let pid = server.pid;
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let (rss, fds) = usage(pid);
-                    let mut p = peak.lock().await;
-                    *p = (p.0.max(rss), p.1.max(fds));
-                    drop(p);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        };
-        let timer = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(phase).await;
-                stop.store(true, Ordering::Relaxed);
-            })
-        };
+        let PhaseWatch {
+            stop,
+            peak,
+            sampler,
+            timer,
+        } = PhaseWatch::start(server.pid, before, phase);
         let traffic = match name {
             "alone" | "after" => {
                 timer.await?;

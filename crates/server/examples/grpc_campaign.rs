@@ -51,6 +51,7 @@
 //! grpc_campaign --db <sqlite path | postgres URL> [--phase-secs 6] [--slow-conns 2000]
 //! ```
 
+use ms_smt_test_support::campaign::{PhaseWatch, attacker_ip, ms, percentile, usage};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
@@ -223,22 +224,6 @@ async fn serve_mode(db: &str, listen: &str, cert: PathBuf, key: PathBuf) -> Res<
     Ok(())
 }
 
-/// Process `pid`'s (RSS in kB, open descriptors).
-fn usage(pid: u32) -> (u64, u64) {
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0);
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count() as u64)
-        .unwrap_or(0);
-    (rss, fds)
-}
-
 // ---------------------------------------------------------------------------
 // Connections
 // ---------------------------------------------------------------------------
@@ -306,10 +291,6 @@ impl tower_service::Service<hyper::Uri> for Connect {
         let me = self.clone();
         Box::pin(async move { Ok(TokioIo::new(me.tls().await?)) })
     }
-}
-
-fn attacker_ip(block: u8, i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(127, block, (i / 250) as u8, (i % 250 + 1) as u8)
 }
 
 async fn clients(connect: &Connect, block: u8, n: usize) -> Res<Vec<Client>> {
@@ -1217,18 +1198,6 @@ where
 // The campaign
 // ---------------------------------------------------------------------------
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[at.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1}", d.as_secs_f64() * 1e3)
-}
-
 async fn seed<S>(m: &Multiverse<S>, maker: &ProofMaker) -> Res<()>
 where
     S: ForestStore + Clone + 'static,
@@ -1353,27 +1322,12 @@ async fn campaign(db_spec: String, phase_secs: u64, slow_conns: usize) -> Res<bo
     for name in phases {
         let before = usage(pid);
         *honest_phase.lock().await = Honest::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(Mutex::new(before));
-        let sampler = {
-            let (stop, peak) = (stop.clone(), peak.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let (rss, fds) = usage(pid);
-                    let mut p = peak.lock().await;
-                    *p = (p.0.max(rss), p.1.max(fds));
-                    drop(p);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        };
-        let timer = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(phase).await;
-                stop.store(true, Ordering::Relaxed);
-            })
-        };
+        let PhaseWatch {
+            stop,
+            peak,
+            sampler,
+            timer,
+        } = PhaseWatch::start(pid, before, phase);
         let traffic = match name {
             "alone" | "after" => {
                 timer.await?;

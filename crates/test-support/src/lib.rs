@@ -11,6 +11,7 @@
 //! hash count the tests read, which a production build never pays for.
 
 pub mod bench;
+pub mod campaign;
 pub mod child;
 pub mod durable;
 pub mod hooked;

@@ -369,16 +369,10 @@ where
             let Some(page) = index_page(&directory.view(), &before, query).await? else {
                 continue;
             };
-            let mut universes = Vec::with_capacity(page.len());
-            for (key, leaf) in &page {
-                let universe = Universe::from_directory_value(leaf.value()).ok_or_else(|| {
-                    MultiverseError::<S::Error>::BadRecord {
-                        namespace: DIRECTORY.to_owned(),
-                        key: key.to_hex(),
-                    }
-                })?;
-                universes.push(universe);
-            }
+            let universes = page
+                .iter()
+                .map(|(key, leaf)| directory_universe::<S::Error>(key, leaf))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut names: Vec<String> = vec![DIRECTORY.to_owned()];
             names.extend(universes.iter().map(Universe::namespace));
             let roots = self.forest.roots(&names[..]).await?;
@@ -423,13 +417,7 @@ where
                 };
                 let mut names = Vec::with_capacity(page.len());
                 for (key, leaf) in &page {
-                    let universe =
-                        Universe::from_directory_value(leaf.value()).ok_or_else(|| {
-                            MultiverseError::<S::Error>::BadRecord {
-                                namespace: DIRECTORY.to_owned(),
-                                key: key.to_hex(),
-                            }
-                        })?;
+                    let universe = directory_universe::<S::Error>(key, leaf)?;
                     if matches!(universe.id, UniverseId::Group(_)) {
                         stats.group_universes += 1;
                     }
@@ -639,6 +627,18 @@ fn record<E: std::error::Error + 'static>(
             key: key.to_hex(),
         }),
     }
+}
+
+/// The universe a directory entry names; its value not being one is a
+/// damaged record.
+fn directory_universe<E: std::error::Error + 'static>(
+    key: &Key,
+    leaf: &Leaf,
+) -> Result<Universe, MultiverseError<E>> {
+    Universe::from_directory_value(leaf.value()).ok_or_else(|| MultiverseError::BadRecord {
+        namespace: DIRECTORY.to_owned(),
+        key: key.to_hex(),
+    })
 }
 
 /// The page `query` asks for of an index tree (every leaf summed 1) whose

@@ -76,6 +76,12 @@ fn universe_id(id: Option<&rpc::Id>) -> Result<request::RequestId, Status> {
     request::universe_id(id).map_err(|e| Status::unknown(format!("unmarshal universe id: {e}")))
 }
 
+/// A request's page, or tapd's refusal of it (the same words in every
+/// paged method).
+fn page(offset: i32, limit: i32) -> Result<(u64, u64), Status> {
+    request::page(offset, limit).map_err(|e| Status::unknown(e.to_string()))
+}
+
 /// An operation's store error as a status: a write whose sums would
 /// overflow is the request's fault (tapd's `mssmt.ErrIntegerOverflow`, a
 /// plain handler error: `UNKNOWN`), writers that kept moving the trees are
@@ -321,8 +327,7 @@ where
         request: Request<rpc::AssetRootRequest>,
     ) -> Result<Response<rpc::AssetRootResponse>, Status> {
         let req = request.into_inner();
-        let (offset, limit) =
-            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
+        let (offset, limit) = page(req.offset, req.limit)?;
         let query = PageQuery {
             offset,
             limit,
@@ -390,8 +395,7 @@ where
                 "proof type (req.id.proof_type) must be specified",
             ));
         };
-        let (offset, limit) =
-            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
+        let (offset, limit) = page(req.offset, req.limit)?;
         let query = PageQuery {
             offset,
             limit,
@@ -437,8 +441,7 @@ where
     ) -> Result<Response<rpc::AssetLeafResponse>, Status> {
         let req = request.into_inner();
         let id = universe_id(req.id.as_ref())?;
-        let (offset, limit) =
-            request::page(req.offset, req.limit).map_err(|e| Status::unknown(e.to_string()))?;
+        let (offset, limit) = page(req.offset, req.limit)?;
         // tapd reads an unspecified proof type's universe, which never
         // holds a leaf.
         let Some(proof_type) = id.proof_type else {
