@@ -26,6 +26,7 @@ mod changes;
 mod engine;
 mod forest;
 mod listing;
+mod plans;
 mod progress;
 mod recovery;
 mod reply_wait;

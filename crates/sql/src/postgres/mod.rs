@@ -65,8 +65,20 @@ pub type PostgresTxStore<'c> = SqlTxStore<'c, PgConnection>;
 ///   `expression_tree_walker`, `copyObjectImpl`), and 1,000 one-leaf
 ///   submitters through the writer from 8,298-8,457 to 8,454-8,523
 ///   leaves/s (BENCHMARKS.md).
-pub const SESSION_OPTIONS: [(&str, &str); 2] =
-    [("jit", "off"), ("plan_cache_mode", "force_generic_plan")];
+/// * `enable_seqscan = off`: a kept plan is as good as the statistics it
+///   was made from. A table vacuumed empty is recorded as 0 pages and 0
+///   tuples; a statement first planned then probes it with a sequential
+///   scan per row, and keeps doing so as the table grows, until the next
+///   ANALYZE: a commit's read of 1,100 rows of a 10^5-leaf tree took
+///   14-16 s instead of ~10 ms (`tests/plans.rs` replays it). The crate's
+///   statements reach their rows through a key of the table, so this only
+///   takes away the plans that an empty table's statistics make look
+///   cheap; a statement with no usable index still scans.
+pub const SESSION_OPTIONS: [(&str, &str); 3] = [
+    ("jit", "off"),
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+];
 
 impl PostgresStore {
     /// Connects to `url` (e.g. `postgres://user@host/db`), runs the
@@ -77,7 +89,8 @@ impl PostgresStore {
     /// `jit_above_cost`, and compiling the plan then costs ~200 ms for a
     /// ~20 ms query; on a host's pool, [`from_pool`](Self::from_pool), large
     /// walks turn JIT off for themselves only, at three extra round trips)
-    /// and `plan_cache_mode = force_generic_plan` (PostgreSQL 12 or later).
+    /// `plan_cache_mode = force_generic_plan` (PostgreSQL 12 or later) and
+    /// `enable_seqscan = off`.
     ///
     /// A pooled connection that sat idle for [`STALE_CHECK_AFTER`] or more
     /// is checked (one `ping` round trip, under the reply wait) before a
