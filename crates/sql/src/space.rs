@@ -2,6 +2,7 @@
 //! counters, remembered nodes and rows; and the decoding of what the
 //! path walks and root columns return.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::error::{Res, SqlStoreError};
@@ -11,7 +12,7 @@ use crate::hash::Hash;
 use crate::key::Key;
 use crate::node::{ComputedNode, Node};
 use crate::store::{Counters, PathStart, RecentNodes};
-use crate::strata::{Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
+use crate::strata::{Fast, Row, RowChange, RowKey, RowMap, StrataError, StratumHeight};
 
 /// A namespace's id and stratum height.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +95,12 @@ pub struct NamespaceState {
 /// before the transaction ends (if it then fails, no tree has that root
 /// and the rows are never used, or the tree reaches that root later and
 /// they are right again).
+///
+/// A read may also come back tagged with the root just before the last
+/// commit (a pipelined group's read phase ran while the group before it
+/// committed). Its rows that the commit did not touch are the same in both
+/// trees, so they are kept (`behind`); only rows of an unknown root start
+/// the memo over.
 #[derive(Debug, Default)]
 struct RowMemo {
     root: Option<Hash>,
@@ -101,6 +108,8 @@ struct RowMemo {
     rows: RowMap,
     /// Rows of the generation before (dropped at the next commit).
     older: RowMap,
+    /// The root the last commit started from and the rows it changed.
+    behind: Option<(Hash, HashSet<RowKey, Fast>)>,
 }
 
 impl RowMemo {
@@ -117,6 +126,7 @@ impl RowMemo {
     fn clear(&mut self) {
         self.rows.clear();
         self.older.clear();
+        self.behind = None;
     }
 
     /// True when the memo shows that row `key` does not exist: a row above
@@ -180,7 +190,23 @@ impl NamespaceState {
     /// Remembers rows a read statement returned with the root it saw.
     fn memo_read(&self, root: Hash, rows: Vec<(RowKey, Row)>) {
         let mut memo = self.memo();
-        if memo.root != Some(root) || memo.len().saturating_add(rows.len()) > MEMO_ROWS {
+        let full = memo.len().saturating_add(rows.len()) > MEMO_ROWS;
+        if !full
+            && memo.root != Some(root)
+            && let Some((before, changed)) = memo.behind.take()
+            && before == root
+        {
+            // Read from the tree just before the last commit: every row
+            // that commit did not change is also a row of the memo's tree.
+            for (key, row) in rows {
+                if !changed.contains(&key) && memo.get(&key).is_none() {
+                    memo.rows.insert(key, row);
+                }
+            }
+            memo.behind = Some((before, changed));
+            return;
+        }
+        if memo.root != Some(root) || full {
             memo.clear();
             memo.root = Some(root);
         }
@@ -223,7 +249,16 @@ impl NamespaceState {
     /// After a commit's merge: the memo holds the tree with root `root`,
     /// a new generation starts with the merged rows, and the oldest is
     /// dropped.
-    pub fn memo_committed(&self, old_root: &Hash, root: Hash, merged: Vec<(RowKey, Row)>) {
+    ///
+    /// `changed` are the keys of every row the commit wrote or deleted: a
+    /// read that saw `old_root` still finds the others right.
+    pub fn memo_committed(
+        &self,
+        old_root: &Hash,
+        root: Hash,
+        changed: HashSet<RowKey, Fast>,
+        merged: Vec<(RowKey, Row)>,
+    ) {
         let mut memo = self.memo();
         if memo.root != Some(*old_root) {
             memo.clear();
@@ -233,6 +268,7 @@ impl NamespaceState {
             memo.older.clear();
         }
         memo.root = Some(root);
+        memo.behind = (old_root != &root).then_some((*old_root, changed));
         memo.rows.extend(merged);
     }
 
@@ -412,7 +448,19 @@ pub(crate) fn merge(
     }
     let merged = crate::strata::apply_keeping_rows(batch, height, known, touched)
         .map_err(|e| space.rows_error(e))?;
-    space.memo_committed(&batch.old_root.hash, batch.new_root.hash, merged.rows);
+    let changed = merged
+        .changes
+        .iter()
+        .map(|change| match change {
+            RowChange::Put(key, _) | RowChange::Delete(key) => key.clone(),
+        })
+        .collect();
+    space.memo_committed(
+        &batch.old_root.hash,
+        batch.new_root.hash,
+        changed,
+        merged.rows,
+    );
     Ok((merged.changes, merged.leaves))
 }
 
@@ -535,7 +583,7 @@ mod tests {
         // only the last two commits' rows stay.
         for c in 0u8..20 {
             let next = Hash([c.wrapping_add(1); 32]);
-            space.memo_committed(&root, next, rows(c.wrapping_mul(16), 1));
+            space.memo_committed(&root, next, HashSet::default(), rows(c.wrapping_mul(16), 1));
             root = next;
             assert!(space.memo_len() <= 2, "commit {c}: {}", space.memo_len());
         }
@@ -545,13 +593,41 @@ mod tests {
         let read_key = read[0].0.clone();
         space.memo_read(root, read);
         let next = Hash([0xee; 32]);
-        space.memo_committed(&root, next, rows(0x10, 1));
+        space.memo_committed(&root, next, HashSet::default(), rows(0x10, 1));
         let at = ComputedNode::new(next, 0);
         let (known, unknown) = space.memo_take(&at, std::slice::from_ref(&read_key));
         assert!(known.contains_key(&read_key) && unknown.is_empty());
         // Another root drops everything.
-        space.memo_committed(&Hash([0x55; 32]), Hash([0x56; 32]), Vec::new());
+        space.memo_committed(&Hash([0x55; 32]), Hash([0x56; 32]), HashSet::default(), Vec::new());
         assert_eq!(space.memo_len(), 0);
+    }
+
+    #[test]
+    fn a_read_of_the_tree_before_the_last_commit_keeps_the_rows_it_did_not_change() {
+        let space = NamespaceState::new("memo", StratumHeight::default(), 0);
+        let (r0, r1) = (Hash([1; 32]), Hash([2; 32]));
+        // A commit from r0 to r1 changes the rows under 0x10 (written) and
+        // 0x20 (deleted).
+        let written = rows(0x10, 1);
+        let changed: HashSet<RowKey, Fast> = [written[0].0.clone(), rows(0x20, 1)[0].0.clone()]
+            .into_iter()
+            .collect();
+        space.memo_committed(&r0, r1, changed, written.clone());
+        // A pipelined read that saw r0 comes back after that commit: its
+        // rows under 0x20 and 0x10 are stale, the one under 0x30 is not.
+        let mut stale = rows(0x10, 1);
+        stale.extend(rows(0x20, 1));
+        stale.extend(rows(0x30, 1));
+        let keys: Vec<RowKey> = stale.iter().map(|(k, _)| k.clone()).collect();
+        space.memo_read(r0, stale);
+        let (known, unknown) = space.memo_take(&ComputedNode::new(r1, 0), &keys);
+        // 0x10 is the commit's own row, 0x30 the read's; 0x20 must be read.
+        assert!(known.contains_key(&keys[0]) && known.contains_key(&keys[2]));
+        assert_eq!(unknown, vec![keys[1].clone()]);
+        // A read of an unknown root still starts the memo over.
+        space.memo_read(Hash([9; 32]), rows(0x40, 1));
+        let (known, _) = space.memo_take(&ComputedNode::new(r1, 0), &keys);
+        assert!(known.is_empty());
     }
 
     #[test]

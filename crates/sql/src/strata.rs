@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Hasher of the merge's maps (keys are positions and row paths, not
 /// attacker-chosen in a way that matters for a per-batch map).
-type Fast = foldhash::fast::RandomState;
+pub(crate) type Fast = foldhash::fast::RandomState;
 
 /// Decoded rows by key.
 pub type RowMap = HashMap<RowKey, Row, Fast>;
