@@ -403,9 +403,27 @@ impl Row {
         Ok(row)
     }
 
+    /// The length of [`encode`](Self::encode)'s body, so that it is
+    /// written into one allocation.
+    fn encoded_len(&self) -> usize {
+        let leaf = |leaf: &Leaf| 12usize.saturating_add(leaf.value().len());
+        self.slots.iter().fold(1usize, |len, slot| {
+            let size = match slot {
+                // Empty slots are written only under inner branches; one
+                // byte each is an upper bound.
+                None | Some(Slot::Inner) => 1,
+                Some(Slot::Bottom { .. }) => 81,
+                Some(Slot::Compacted { leaf: l, .. }) => 65usize.saturating_add(leaf(l)),
+                Some(Slot::Leaf { leaf: l, .. }) => 33usize.saturating_add(leaf(l)),
+            };
+            len.saturating_add(size)
+        })
+    }
+
     /// The stored body.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![FORMAT];
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.push(FORMAT);
         let mut stack = vec![1usize];
         while let Some(s) = stack.pop() {
             match &self.slots[s] {

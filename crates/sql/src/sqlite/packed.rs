@@ -33,9 +33,34 @@ pub(crate) const MAX_ROWS: usize = 16_384;
 /// blob is 1 GB by default).
 pub(crate) const MAX_BODY_BYTES: usize = 64 << 20;
 
-/// Appends `v` as [`INT_WIDTH`] ASCII characters.
+/// Appends `v` as [`INT_WIDTH`] ASCII characters: `format!("{v:020}")`
+/// (a `-` then 19 digits, or 20 digits), without allocating; a commit
+/// packs five of them per row.
 pub(crate) fn push_int(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(format!("{v:0INT_WIDTH$}").as_bytes());
+    let digits = if v < 0 {
+        out.push(b'-');
+        INT_WIDTH - 1
+    } else {
+        INT_WIDTH
+    };
+    push_digits(out, v.unsigned_abs(), digits);
+}
+
+/// Appends the last `width` decimal digits of `v`, zero-padded.
+fn push_digits(out: &mut Vec<u8>, mut v: u64, width: usize) {
+    let mut buf = [b'0'; INT_WIDTH];
+    let width = width.min(INT_WIDTH);
+    for d in buf[..width].iter_mut().rev() {
+        // `v % 10` is below 10: the cast cannot truncate.
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    out.extend_from_slice(&buf[..width]);
+}
+
+/// Appends a depth as 3 ASCII digits (`format!("{:03}", depth.min(999))`).
+fn push_depth(out: &mut Vec<u8>, depth: usize) {
+    push_digits(out, u64::try_from(depth.min(999)).unwrap_or(999), 3);
 }
 
 /// A row count as an SQL integer.
@@ -97,8 +122,7 @@ impl PackedRows {
             path[..row.key.path.len()].copy_from_slice(&row.key.path);
             push_int(&mut cur.ns, row.ns);
             cur.path.extend_from_slice(&path);
-            cur.depth
-                .extend_from_slice(format!("{:03}", row.key.depth.min(999)).as_bytes());
+            push_depth(&mut cur.depth, row.key.depth);
             push_int(&mut cur.body_at, count(cur.body.len()));
             push_int(&mut cur.body_len, count(row.body.len()));
             cur.body.extend_from_slice(row.body);
@@ -157,6 +181,16 @@ mod tests {
             assert_eq!(out.len() - before, INT_WIDTH, "{v}");
             let text = std::str::from_utf8(&out[before..]).expect("ascii");
             assert_eq!(text.parse::<i64>().expect("parses"), v);
+        }
+        for v in [0, 7, -7, 1 << 40, -(1 << 40), i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut out = Vec::new();
+            push_int(&mut out, v);
+            assert_eq!(out, format!("{v:0INT_WIDTH$}").into_bytes(), "{v}");
+        }
+        for depth in [0, 4, 12, 256, 999, 1000] {
+            let mut out = Vec::new();
+            push_depth(&mut out, depth);
+            assert_eq!(out, format!("{:03}", depth.min(999)).into_bytes(), "{depth}");
         }
     }
 }
