@@ -225,12 +225,12 @@ impl RowSink for RowAudit {
             }
         }
         let placed = self.place(&key);
-        let at = Location::from(key.clone());
+        let at = Location::from(key);
         if placed.is_err() {
             self.report.found(Problem::Unreachable { at: at.clone() });
         }
         let mut frame = Frame {
-            key: key.clone(),
+            key,
             standing: if placed.is_ok() {
                 Standing::Checked
             } else {
@@ -317,7 +317,7 @@ fn is_above(upper: &RowKey, lower: &RowKey) -> bool {
 /// A key whose first `depth` bits are the row's path (tree bit order).
 fn row_path_key(key: &RowKey) -> Key {
     let mut out = [0u8; 32];
-    for (o, b) in out.iter_mut().zip(&key.path) {
+    for (o, b) in out.iter_mut().zip(key.path.iter()) {
         *o = b.reverse_bits();
     }
     Key(out)

@@ -329,7 +329,7 @@ impl<C: Dialect> SqlStore<C> {
             match rows.last().filter(|_| full) {
                 Some((key, _)) => {
                     after = (
-                        key.path.clone(),
+                        key.path.to_vec(),
                         i64::try_from(key.depth).unwrap_or(i64::MAX),
                     )
                 }

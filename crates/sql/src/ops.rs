@@ -315,7 +315,7 @@ async fn scan_at<C: Dialect>(
             .filter(|_| rows.len() >= SCAN_PAGE)
             .map(|(key, _)| {
                 (
-                    key.path.clone(),
+                    key.path.to_vec(),
                     i64::try_from(key.depth).unwrap_or(i64::MAX),
                 )
             });

@@ -111,7 +111,7 @@ pub(crate) async fn rows_after_on<C: Dialect>(
             .await?
         }
     };
-    Ok(keyed_rows(rows).collect())
+    keyed_rows(space, rows)
 }
 
 /// Key paths at `at`: the engine's one-statement walk for the current

@@ -132,7 +132,7 @@ impl RowMemo {
     /// True when the memo shows that row `key` does not exist: a row above
     /// it on its path is held and has no branch down to it.
     fn absent(&self, key: &RowKey, height: StratumHeight) -> bool {
-        let mut child = key.clone();
+        let mut child = *key;
         while let Some(parent) = child.parent(height) {
             if let Some(row) = self.get(&parent) {
                 return !row.has_child_row(&child);
@@ -231,7 +231,7 @@ impl NamespaceState {
                 continue;
             }
             if !memo.absent(key, self.height) {
-                unknown.push(key.clone());
+                unknown.push(*key);
             }
         }
         for key in keys {
@@ -240,7 +240,7 @@ impl NamespaceState {
                 None => memo.older.remove(key),
             };
             if let Some(row) = row {
-                known.insert(key.clone(), row);
+                known.insert(*key, row);
             }
         }
         (known, unknown)
@@ -418,11 +418,7 @@ pub(crate) fn path_nodes<'r>(
         let (_, nodes) = row.nodes().map_err(|e| space.rows_error(e))?;
         space.counters.read(nodes.len() as u64);
         out.extend(nodes);
-        let key = RowKey {
-            path: path.to_vec(),
-            depth,
-        };
-        decoded.push((key, row));
+        decoded.push((stored_key(space, path, depth)?, row));
     }
     if let Some(root) = root {
         space.memo_read(root, decoded);
@@ -452,7 +448,7 @@ pub(crate) fn merge(
         .changes
         .iter()
         .map(|change| match change {
-            RowChange::Put(key, _) | RowChange::Delete(key) => key.clone(),
+            RowChange::Put(key, _) | RowChange::Delete(key) => *key,
         })
         .collect();
     space.memo_committed(
@@ -504,13 +500,27 @@ where
     Ok((root, rows))
 }
 
-/// Rows as read, (path, depth, body), keyed by position.
+/// Rows as read, (path, depth, body), keyed by position; a path longer
+/// than any row's is a malformed row of `space`.
 pub(crate) fn keyed_rows<D: TryInto<usize>>(
+    space: &NamespaceState,
     rows: Vec<(Vec<u8>, D, Vec<u8>)>,
-) -> impl Iterator<Item = (RowKey, Vec<u8>)> {
-    rows.into_iter().map(|(path, depth, body)| {
-        let depth = depth.try_into().unwrap_or(usize::MAX);
-        (RowKey { path, depth }, body)
+) -> Res<Vec<(RowKey, Vec<u8>)>> {
+    rows.into_iter()
+        .map(|(path, depth, body)| {
+            let depth = depth.try_into().unwrap_or(usize::MAX);
+            Ok((stored_key(space, &path, depth)?, body))
+        })
+        .collect()
+}
+
+/// The key of a row read at (`path`, `depth`).
+pub(crate) fn stored_key(space: &NamespaceState, path: &[u8], depth: usize) -> Res<RowKey> {
+    RowKey::stored(path, depth).ok_or_else(|| {
+        space.rows_error(StrataError::Malformed {
+            depth,
+            what: "row path longer than 32 bytes",
+        })
     })
 }
 
@@ -566,10 +576,7 @@ mod tests {
         let height = StratumHeight::default();
         (0..n)
             .map(|i| {
-                let key = RowKey {
-                    path: vec![from.wrapping_add(i) & 0xf0],
-                    depth: 4,
-                };
+                let key = RowKey::stored(&[from.wrapping_add(i) & 0xf0], 4).expect("short");
                 (key, Row::empty(4, height))
             })
             .collect()
@@ -590,7 +597,7 @@ mod tests {
         // Rows read for the next group are kept through one commit, so a
         // pipelined group finds them at its own commit.
         let read = rows(0x70, 1);
-        let read_key = read[0].0.clone();
+        let read_key = read[0].0;
         space.memo_read(root, read);
         let next = Hash([0xee; 32]);
         space.memo_committed(&root, next, HashSet::default(), rows(0x10, 1));
@@ -598,7 +605,12 @@ mod tests {
         let (known, unknown) = space.memo_take(&at, std::slice::from_ref(&read_key));
         assert!(known.contains_key(&read_key) && unknown.is_empty());
         // Another root drops everything.
-        space.memo_committed(&Hash([0x55; 32]), Hash([0x56; 32]), HashSet::default(), Vec::new());
+        space.memo_committed(
+            &Hash([0x55; 32]),
+            Hash([0x56; 32]),
+            HashSet::default(),
+            Vec::new(),
+        );
         assert_eq!(space.memo_len(), 0);
     }
 
@@ -609,21 +621,20 @@ mod tests {
         // A commit from r0 to r1 changes the rows under 0x10 (written) and
         // 0x20 (deleted).
         let written = rows(0x10, 1);
-        let changed: HashSet<RowKey, Fast> = [written[0].0.clone(), rows(0x20, 1)[0].0.clone()]
-            .into_iter()
-            .collect();
+        let changed: HashSet<RowKey, Fast> =
+            [written[0].0, rows(0x20, 1)[0].0].into_iter().collect();
         space.memo_committed(&r0, r1, changed, written.clone());
         // A pipelined read that saw r0 comes back after that commit: its
         // rows under 0x20 and 0x10 are stale, the one under 0x30 is not.
         let mut stale = rows(0x10, 1);
         stale.extend(rows(0x20, 1));
         stale.extend(rows(0x30, 1));
-        let keys: Vec<RowKey> = stale.iter().map(|(k, _)| k.clone()).collect();
+        let keys: Vec<RowKey> = stale.iter().map(|(k, _)| *k).collect();
         space.memo_read(r0, stale);
         let (known, unknown) = space.memo_take(&ComputedNode::new(r1, 0), &keys);
         // 0x10 is the commit's own row, 0x30 the read's; 0x20 must be read.
         assert!(known.contains_key(&keys[0]) && known.contains_key(&keys[2]));
-        assert_eq!(unknown, vec![keys[1].clone()]);
+        assert_eq!(unknown, vec![keys[1]]);
         // A read of an unknown root still starts the memo over.
         space.memo_read(Hash([9; 32]), rows(0x40, 1));
         let (known, _) = space.memo_take(&ComputedNode::new(r1, 0), &keys);

@@ -133,12 +133,66 @@ impl StrataError {
     }
 }
 
+/// A row's path bytes (at most 32), kept inline: a merge makes a row key
+/// for every node it places or removes, and a heap allocation each was a
+/// fifth of its time. Compares, orders and hashes as its bytes do.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RowPath {
+    len: u8,
+    /// The bytes, zero past `len` (so that the derived `Eq` and `Hash`
+    /// are those of the bytes).
+    bytes: [u8; 32],
+}
+
+impl RowPath {
+    /// The path `bytes`; `None` when longer than 32 bytes (no row of a
+    /// 256-level tree has such a path).
+    pub fn new(bytes: &[u8]) -> Option<RowPath> {
+        let mut out = [0u8; 32];
+        out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(RowPath {
+            len: u8::try_from(bytes.len()).ok()?,
+            bytes: out,
+        })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::ops::Deref for RowPath {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for RowPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+impl PartialOrd for RowPath {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RowPath {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
 /// A row's key: its depth and the first `depth` key bits, most significant
 /// bit first in each byte, `ceil(depth / 8)` bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RowKey {
     /// The path bytes.
-    pub path: Vec<u8>,
+    pub path: RowPath,
     /// The depth (a multiple of the stratum height).
     pub depth: usize,
 }
@@ -146,10 +200,16 @@ pub struct RowKey {
 impl RowKey {
     /// The row at `depth` on `key`'s path.
     pub fn on_path(depth: usize, key: &Key) -> RowKey {
-        RowKey {
-            path: path_bytes(key, depth),
+        RowKey::from_array(&path_array(key, depth), depth)
+    }
+
+    /// The row at `depth` with path `path` as stored; `None` when the path
+    /// is longer than any row's.
+    pub fn stored(path: &[u8], depth: usize) -> Option<RowKey> {
+        Some(RowKey {
+            path: RowPath::new(path)?,
             depth,
-        }
+        })
     }
 }
 
@@ -157,7 +217,7 @@ impl From<RowKey> for ms_smt::audit::Location {
     fn from(key: RowKey) -> ms_smt::audit::Location {
         ms_smt::audit::Location::Row {
             depth: key.depth,
-            path: key.path,
+            path: key.path.to_vec(),
         }
     }
 }
@@ -167,9 +227,11 @@ impl RowKey {
     /// the top row.
     pub fn parent(&self, height: StratumHeight) -> Option<RowKey> {
         let depth = self.depth.checked_sub(height.get())?;
-        let mut path = self.path.clone();
-        path.truncate(depth.div_ceil(8));
-        if let Some(last) = path.last_mut() {
+        let len = depth.div_ceil(8);
+        let mut path = self.path;
+        path.bytes.get_mut(len..)?.fill(0);
+        path.len = u8::try_from(len).ok()?;
+        if let Some(last) = len.checked_sub(1).and_then(|i| path.bytes.get_mut(i)) {
             *last &= last_byte_mask(depth);
         }
         Some(RowKey { path, depth })
@@ -186,7 +248,9 @@ impl RowKey {
 /// The first `bits` bits of `key`, most significant bit first in each byte
 /// (`ceil(bits / 8)` bytes; unused low bits zero).
 pub fn path_bytes(key: &Key, bits: usize) -> Vec<u8> {
-    RowKey::from_array(&path_array(key, bits), bits).path
+    RowKey::from_array(&path_array(key, bits), bits)
+        .path
+        .to_vec()
 }
 
 /// [`path_bytes`] zero-padded to 32 bytes, without allocating. Sorting by
@@ -217,8 +281,15 @@ impl RowKey {
     /// The row at `depth` whose path is the first `depth` bits of the
     /// zero-padded `path` (a [`path_array`]).
     pub fn from_array(path: &[u8; 32], depth: usize) -> RowKey {
+        let len = depth.min(MAX_LEVEL).div_ceil(8);
+        let mut bytes = [0u8; 32];
+        bytes[..len].copy_from_slice(&path[..len]);
         RowKey {
-            path: path[..depth.min(MAX_LEVEL).div_ceil(8)].to_vec(),
+            path: RowPath {
+                // At most 32.
+                len: len as u8,
+                bytes,
+            },
             depth,
         }
     }
@@ -726,7 +797,7 @@ pub fn apply_keeping_rows(
 
     for (pos, hash, node, key) in &placed {
         let row = rows
-            .entry(key.clone())
+            .entry(*key)
             .or_insert_with(|| Row::empty(key.depth, height));
         let s = row.slot_of(pos);
         let slot = match node {
@@ -788,7 +859,7 @@ pub fn apply_keeping_rows(
     for key in keys {
         match rows.remove(&key) {
             Some(row) if !row.is_empty() => {
-                changes.push(RowChange::Put(key.clone(), row.encode()));
+                changes.push(RowChange::Put(key, row.encode()));
                 merged.push((key, row));
             }
             Some(_) if stored.contains(&key) => changes.push(RowChange::Delete(key)),
@@ -958,7 +1029,7 @@ mod tests {
                 .into_iter()
                 .filter_map(|k| {
                     rows.get(&k)
-                        .map(|b| (k.clone(), Row::decode(k.depth, height, b).expect("decode")))
+                        .map(|b| (k, Row::decode(k.depth, height, b).expect("decode")))
                 })
                 .collect();
             for change in apply(&update, height, stored).expect("apply") {

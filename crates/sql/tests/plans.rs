@@ -27,7 +27,10 @@ fn leaves(from: u32, n: u32) -> Vec<(Key, Leaf)> {
             let mut k = [0u8; 32];
             k[..4].copy_from_slice(&i.wrapping_mul(0x9e37_79b9).to_be_bytes());
             k[4..8].copy_from_slice(&i.to_le_bytes());
-            (Key(k), Leaf::new(i.to_le_bytes().to_vec(), u64::from(i) + 1))
+            (
+                Key(k),
+                Leaf::new(i.to_le_bytes().to_vec(), u64::from(i) + 1),
+            )
         })
         .collect()
 }
@@ -55,22 +58,25 @@ async fn a_table_vacuumed_empty_leaves_no_scan_in_the_plans() {
         .await
         .expect("autovacuum off");
     let tree = CompactedTree::new(store.clone());
-    tree.insert_many(leaves(0, 2_000)).await.expect("first rows");
+    tree.insert_many(leaves(0, 2_000))
+        .await
+        .expect("first rows");
     tree.delete_all().await.expect("emptied");
     sqlx::raw_sql("VACUUM ANALYZE ms_smt_strata")
         .execute(&pool)
         .await
         .expect("vacuum");
-    let (pages, tuples): (i32, f32) = sqlx::query_as(
-        "SELECT relpages, reltuples FROM pg_class WHERE relname = 'ms_smt_strata'",
-    )
-    .fetch_one(&pool)
-    .await
-    .expect("statistics");
+    let (pages, tuples): (i32, f32) =
+        sqlx::query_as("SELECT relpages, reltuples FROM pg_class WHERE relname = 'ms_smt_strata'")
+            .fetch_one(&pool)
+            .await
+            .expect("statistics");
     assert_eq!((pages, tuples), (0, 0.0), "the table is recorded empty");
     // The first commit on the empty table plans the row read; the tree
     // then grows past what a scan per probe could afford.
-    tree.insert_many(leaves(10_000, 100)).await.expect("planned empty");
+    tree.insert_many(leaves(10_000, 100))
+        .await
+        .expect("planned empty");
     for round in 0..4 {
         tree.insert_many(leaves(20_000 + round * 5_000, 5_000))
             .await

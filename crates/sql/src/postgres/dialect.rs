@@ -275,8 +275,9 @@ impl Dialect for PgConnection {
         )
         .await?;
         for (r, path, depth, body) in rows {
-            if let Some(rows) = usize::try_from(r).ok().and_then(|r| out.get_mut(r)) {
-                rows.extend(keyed_rows(vec![(path, depth, body)]));
+            let r = usize::try_from(r).ok();
+            if let Some((rows, read)) = r.and_then(|r| out.get_mut(r).zip(reads.get(r))) {
+                rows.extend(keyed_rows(read.space, vec![(path, depth, body)])?);
             }
         }
         Ok(out)
@@ -300,7 +301,7 @@ impl Dialect for PgConnection {
                 .fetch_all(&mut *self),
         )
         .await?;
-        Ok(keyed_rows(rows).collect())
+        keyed_rows(space, rows)
     }
 
     /// Writes every commit's row changes and new root in ONE statement:

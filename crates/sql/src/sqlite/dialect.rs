@@ -226,8 +226,11 @@ impl Dialect for SqliteConnection {
             )
             .await?;
             for (ns, path, depth, body) in rows {
-                if let Some(rows) = by_ns.get(&ns).and_then(|r| out.get_mut(*r)) {
-                    rows.extend(keyed_rows(vec![(path, depth, body)]));
+                if let Some((rows, read)) = by_ns
+                    .get(&ns)
+                    .and_then(|&r| out.get_mut(r).zip(reads.get(r)))
+                {
+                    rows.extend(keyed_rows(read.space, vec![(path, depth, body)])?);
                 }
             }
         }
@@ -274,7 +277,7 @@ impl Dialect for SqliteConnection {
                 &args,
             )
             .await?;
-            out.extend(keyed_rows(rows));
+            out.extend(keyed_rows(space, rows)?);
         }
         Ok(out)
     }

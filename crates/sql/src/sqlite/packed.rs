@@ -182,7 +182,16 @@ mod tests {
             let text = std::str::from_utf8(&out[before..]).expect("ascii");
             assert_eq!(text.parse::<i64>().expect("parses"), v);
         }
-        for v in [0, 7, -7, 1 << 40, -(1 << 40), i64::MAX, i64::MIN, i64::MIN + 1] {
+        for v in [
+            0,
+            7,
+            -7,
+            1 << 40,
+            -(1 << 40),
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ] {
             let mut out = Vec::new();
             push_int(&mut out, v);
             assert_eq!(out, format!("{v:0INT_WIDTH$}").into_bytes(), "{v}");
@@ -190,7 +199,11 @@ mod tests {
         for depth in [0, 4, 12, 256, 999, 1000] {
             let mut out = Vec::new();
             push_depth(&mut out, depth);
-            assert_eq!(out, format!("{:03}", depth.min(999)).into_bytes(), "{depth}");
+            assert_eq!(
+                out,
+                format!("{:03}", depth.min(999)).into_bytes(),
+                "{depth}"
+            );
         }
     }
 }
