@@ -189,21 +189,21 @@ impl NamespaceState {
 
     /// Remembers rows a read statement returned with the root it saw.
     fn memo_read(&self, root: Hash, rows: Vec<(RowKey, Row)>) {
-        let mut memo = self.memo();
+        let mut guard = self.memo();
+        let memo = &mut *guard;
         let full = memo.len().saturating_add(rows.len()) > MEMO_ROWS;
         if !full
             && memo.root != Some(root)
-            && let Some((before, changed)) = memo.behind.take()
-            && before == root
+            && let Some((before, changed)) = &memo.behind
+            && *before == root
         {
             // Read from the tree just before the last commit: every row
             // that commit did not change is also a row of the memo's tree.
             for (key, row) in rows {
-                if !changed.contains(&key) && memo.get(&key).is_none() {
-                    memo.rows.insert(key, row);
+                if !changed.contains(&key) && !memo.older.contains_key(&key) {
+                    memo.rows.entry(key).or_insert(row);
                 }
             }
-            memo.behind = Some((before, changed));
             return;
         }
         if memo.root != Some(root) || full {

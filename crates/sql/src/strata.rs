@@ -160,6 +160,11 @@ impl RowPath {
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
+
+    /// The bytes zero-padded to 32 (a [`path_array`]).
+    pub fn padded(&self) -> &[u8; 32] {
+        &self.bytes
+    }
 }
 
 impl std::ops::Deref for RowPath {

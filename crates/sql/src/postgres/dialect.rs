@@ -14,7 +14,8 @@ use crate::node::{ComputedNode, Node};
 use crate::reply_wait::{Bounded, Exchange, ReplyWait};
 use crate::rows::NamespaceRow;
 use crate::space::{
-    NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, sum_to_sql, walk_rows,
+    NamespaceState, NsInfo, NsState, PathParams, keyed_rows, path_nodes, stored_key, sum_to_sql,
+    walk_rows,
 };
 use crate::strata::{RowChange, RowKey, StratumHeight};
 
@@ -277,7 +278,8 @@ impl Dialect for PgConnection {
         for (r, path, depth, body) in rows {
             let r = usize::try_from(r).ok();
             if let Some((rows, read)) = r.and_then(|r| out.get_mut(r).zip(reads.get(r))) {
-                rows.extend(keyed_rows(read.space, vec![(path, depth, body)])?);
+                let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+                rows.push((stored_key(read.space, &path, depth)?, body));
             }
         }
         Ok(out)

@@ -118,10 +118,8 @@ impl PackedRows {
             {
                 out.push(std::mem::take(&mut cur));
             }
-            let mut path = [0u8; 32];
-            path[..row.key.path.len()].copy_from_slice(&row.key.path);
             push_int(&mut cur.ns, row.ns);
-            cur.path.extend_from_slice(&path);
+            cur.path.extend_from_slice(row.key.path.padded());
             push_depth(&mut cur.depth, row.key.depth);
             push_int(&mut cur.body_at, count(cur.body.len()));
             push_int(&mut cur.body_len, count(row.body.len()));
