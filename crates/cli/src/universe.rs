@@ -78,6 +78,13 @@ struct ServeArgs {
     /// Calls handled at once; beyond, UNAVAILABLE.
     #[arg(long, default_value_t = ServiceConfig::default().max_in_flight)]
     max_in_flight: usize,
+    /// QueryProof reads made at once; calls arriving meanwhile are
+    /// answered together by the next read (default: one per two cores).
+    #[arg(long, default_value_t = ms_smt::multiverse::default_proof_reads())]
+    proof_reads: usize,
+    /// QueryProof calls answered by one read at most.
+    #[arg(long, default_value_t = ms_smt::multiverse::DEFAULT_PROOF_BATCH)]
+    proof_batch: usize,
     /// Seconds a call may take; beyond, DEADLINE_EXCEEDED.
     #[arg(long, default_value_t = ServiceConfig::default().request_timeout.as_secs_f64())]
     request_timeout: f64,
@@ -229,6 +236,7 @@ async fn serve_on<C: Dialect>(
     })?;
     let multiverse = Multiverse::new(store.clone());
     let service = ms_smt_server::grpc::UniverseService::new(multiverse)
+        .with_proof_reads(args.proof_reads, args.proof_batch)
         .with_config(config)
         .with_tokens(store);
     let cert_path = cert.as_ref().map(|(p, _)| p.display().to_string());

@@ -11,6 +11,7 @@ mod props;
 
 mod multiproof;
 mod proof_mutations;
+mod proof_reader;
 mod properties;
 mod spec_examples;
 mod sum_proofs;

@@ -10,7 +10,7 @@
 //! ```text
 //! cargo run --release -p ms-smt-server --features grpc --example universe_proof_load -- \
 //!     [--leaves 1000000] [--universes 10] [--clients 16] [--seconds 10] \
-//!     [--db memory | --db sqlite | --db postgres://URL]
+//!     [--db memory | --db sqlite | --db postgres://URL] [--proof-reads N] [--proof-batch N]
 //! ```
 //!
 //! SQLite is a scratch file with the store's defaults (WAL,
@@ -37,7 +37,8 @@ use sha2::{Digest, Sha256};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 const USAGE: &str = "usage: universe_proof_load [--leaves N] [--universes N] [--clients N] \
-                     [--seconds S] [--db memory | --db sqlite | --db postgres://URL]";
+                     [--seconds S] [--db memory | --db sqlite | --db postgres://URL] \
+                     [--proof-reads N] [--proof-batch N]";
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 /// A client task's result (it crosses `tokio::spawn`).
@@ -49,6 +50,8 @@ struct Args {
     clients: u64,
     seconds: f64,
     db: String,
+    /// Proof reads at once and proofs per read (`UniverseService::with_proof_reads`).
+    proof_reads: (usize, usize),
 }
 
 fn parse() -> Result<Args, String> {
@@ -58,6 +61,10 @@ fn parse() -> Result<Args, String> {
         clients: 16,
         seconds: 10.0,
         db: "memory".to_owned(),
+        proof_reads: (
+            ms_smt::multiverse::default_proof_reads(),
+            ms_smt::multiverse::DEFAULT_PROOF_BATCH,
+        ),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -71,6 +78,12 @@ fn parse() -> Result<Args, String> {
                 args.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?;
             }
             "--db" => args.db = value()?,
+            "--proof-reads" => {
+                args.proof_reads.0 = number(value()?)?.try_into().unwrap_or(usize::MAX)
+            }
+            "--proof-batch" => {
+                args.proof_reads.1 = number(value()?)?.try_into().unwrap_or(usize::MAX)
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -207,7 +220,9 @@ where
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let service = UniverseService::new(multiverse)
+        .with_proof_reads(args.proof_reads.0, args.proof_reads.1)
         .with_config(ServiceConfig::default().per_address(None).per_token(None));
+    let reader = service.proof_reader().clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve(listener, service, listen, async {
         let _ = stopped.await;
@@ -268,6 +283,14 @@ where
         at(0.5),
         at(0.99),
         at(1.0)
+    );
+    let read = reader.stats();
+    #[allow(clippy::cast_precision_loss)]
+    let mean = read.proofs as f64 / read.reads.max(1) as f64;
+    println!(
+        "proof reads: {} reads of {mean:.1} proofs each on average (at most {} at once, {} \
+         proofs each)",
+        read.reads, args.proof_reads.0, args.proof_reads.1
     );
     let _ = stop.send(());
     task.await??;

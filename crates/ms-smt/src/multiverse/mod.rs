@@ -34,6 +34,7 @@
 //! in its parent (with the empty root), so the two would part there.
 
 pub mod layout;
+mod proof_reader;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
@@ -44,6 +45,7 @@ pub use layout::{
     OutPointError, ProofType, TRANSFER_MULTIVERSE, Universe, UniverseId, UniverseLeaf,
     hash_from_str, parse_namespace,
 };
+pub use proof_reader::{DEFAULT_PROOF_BATCH, ProofReader, ProofReaderStats, default_proof_reads};
 
 use crate::LinkSum;
 use crate::Proof;
@@ -542,34 +544,68 @@ where
         universe: &Universe,
         key: &LeafKey,
     ) -> MultiverseResult<Option<UniverseProof>, S> {
-        if !self.contains(universe).await? {
-            return Ok(None);
+        Ok(self.proofs(&[(*universe, *key)]).await?.pop().flatten())
+    }
+
+    /// [`proof`](Self::proof) of each `(universe, key)`, in order, all of
+    /// one state: one read of every root involved and one of every path,
+    /// however many proofs are asked for (what a server answering many
+    /// clients at once saves; see [`ProofReader`]).
+    pub async fn proofs(
+        &self,
+        wanted: &[(Universe, LeafKey)],
+    ) -> MultiverseResult<Vec<Option<UniverseProof>>, S> {
+        let mut present = Vec::with_capacity(wanted.len());
+        for (universe, _) in wanted {
+            present.push(self.contains(universe).await?);
         }
-        let namespace = universe.namespace();
-        let universe_key = key.universe_key();
-        for _ in 0..READ_ATTEMPTS {
-            // One read of both roots and one of both paths: the leaf is
-            // the one the proofs prove under those roots, of one state.
-            let ProvenLeaf {
-                leaf,
-                proof: nested,
-                roots,
-            } = self.forest.proven_leaf(&namespace, &universe_key).await?;
-            if leaf.is_empty() {
-                return Ok(None);
+        let reads: Vec<(String, Key)> = wanted
+            .iter()
+            .zip(&present)
+            .filter(|(_, present)| **present)
+            .map(|((universe, key), _)| (universe.namespace(), key.universe_key()))
+            .collect();
+        'attempt: for _ in 0..READ_ATTEMPTS {
+            // One read of the roots and one of the paths: each leaf is
+            // the one its proofs prove under those roots, of one state.
+            let mut found = if reads.is_empty() {
+                Vec::new()
+            } else {
+                self.forest.proven_leaves(&reads).await?
             }
-            let (Some(level), [universe_root, multiverse_root]) =
-                (nested.levels().first(), &roots[..])
-            else {
-                continue;
-            };
-            return Ok(Some(UniverseProof {
-                leaf,
-                universe_root: *universe_root,
-                universe_proof: nested.proof().clone(),
-                multiverse_root: *multiverse_root,
-                multiverse_proof: level.proof.clone(),
-            }));
+            .into_iter();
+            let mut out = Vec::with_capacity(wanted.len());
+            for present in &present {
+                if !*present {
+                    out.push(None);
+                    continue;
+                }
+                let Some(ProvenLeaf {
+                    leaf,
+                    proof: nested,
+                    roots,
+                }) = found.next()
+                else {
+                    continue 'attempt;
+                };
+                if leaf.is_empty() {
+                    out.push(None);
+                    continue;
+                }
+                let (Some(level), [universe_root, multiverse_root]) =
+                    (nested.levels().first(), &roots[..])
+                else {
+                    continue 'attempt;
+                };
+                out.push(Some(UniverseProof {
+                    leaf,
+                    universe_root: *universe_root,
+                    universe_proof: nested.proof().clone(),
+                    multiverse_root: *multiverse_root,
+                    multiverse_proof: level.proof.clone(),
+                }));
+            }
+            return Ok(out);
         }
         Err(MultiverseError::Contention {
             attempts: READ_ATTEMPTS,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ms_smt::multiverse::{
-    KeyRecord, Multiverse, MultiverseError, PageQuery, ProofType, Universe, UniverseId,
+    KeyRecord, Multiverse, MultiverseError, PageQuery, ProofReader, ProofType, Universe, UniverseId,
 };
 use ms_smt::store::{ForestStore, MemoryStore};
 use ms_smt::{CompactedTree, ComputedNode, Key};
@@ -54,6 +54,8 @@ const NO_MULTIVERSE_ROOT: &str = "no multiverse root found";
 /// `UNAVAILABLE` (busy).
 pub struct UniverseService<S: ForestStore> {
     multiverse: Multiverse<S>,
+    /// `QueryProof`s of concurrent calls, read together.
+    proofs: ProofReader<S>,
     runtime_id: i64,
     config: ServiceConfig,
     tokens: Option<TokenSource>,
@@ -140,6 +142,7 @@ where
         }
         let runtime_id = i64::from_le_bytes(bytes) & i64::MAX;
         UniverseService {
+            proofs: ProofReader::new(multiverse.clone()),
             multiverse,
             runtime_id,
             config: ServiceConfig::default(),
@@ -171,6 +174,22 @@ where
             None => Arc::new(NoTokens),
         };
         (self.config, tokens)
+    }
+
+    /// This service reading the proofs of concurrent `QueryProof` calls
+    /// in at most `reads` reads at once of at most `batch` proofs each
+    /// ([`ProofReader::with_bounds`]; the defaults are
+    /// [`default_proof_reads`](ms_smt::multiverse::default_proof_reads)
+    /// and [`DEFAULT_PROOF_BATCH`](ms_smt::multiverse::DEFAULT_PROOF_BATCH)).
+    pub fn with_proof_reads(mut self, reads: usize, batch: usize) -> Self {
+        self.proofs = ProofReader::with_bounds(self.multiverse.clone(), reads, batch);
+        self
+    }
+
+    /// The reader of `QueryProof`'s proofs (its [`stats`](ProofReader::stats)
+    /// say how many calls each read answered).
+    pub fn proof_reader(&self) -> &ProofReader<S> {
+        &self.proofs
     }
 
     /// This service answering `Info` with `runtime_id`.
@@ -493,7 +512,7 @@ where
             last = id.with_type(*proof_type);
             let universe = id.universe(*proof_type);
             if let Some(proof) = self
-                .multiverse
+                .proofs
                 .proof(&universe, &leaf_key)
                 .await
                 .map_err(store_error)?
