@@ -373,27 +373,47 @@ impl PathParams {
             .collect()
     }
 
-    /// Two blobs of [`width`](Self::width) bytes for start `i`, of
-    /// 32-byte slots: slot `j` the (zero-padded) path of the row at depth
-    /// `j * height` on the start's key, and of that row's sibling (slot 0
-    /// unused). A query cuts the real `(depth + 7) / 8` bytes out of a slot.
+    /// Appends two blobs of [`width`](Self::width) bytes for start `i`
+    /// to `paths` and `sibs`, of 32-byte slots: slot `j` the (zero-padded)
+    /// path of the row at depth `j * height` on the start's key, and of
+    /// that row's sibling (slot 0 unused). A query cuts the real
+    /// `(depth + 7) / 8` bytes out of a slot.
     #[cfg(feature = "sqlite")]
-    pub fn slot_blob(&self, height: StratumHeight, i: usize) -> (Vec<u8>, Vec<u8>) {
+    pub fn push_slot_blobs(
+        &self,
+        height: StratumHeight,
+        i: usize,
+        paths: &mut Vec<u8>,
+        sibs: &mut Vec<u8>,
+    ) {
         use crate::key::MAX_LEVEL;
-        let size = Self::width(height);
-        let (mut paths, mut sibs) = (Vec::with_capacity(size), Vec::with_capacity(size));
-        let key = &self.keys[i];
+        // The whole key as a path once; each slot is a prefix of it (or
+        // of it with the prefix's last bit flipped, for the sibling).
+        let full = crate::strata::path_array(&self.keys[i], MAX_LEVEL);
         for d in (0..=MAX_LEVEL).step_by(height.get()) {
-            paths.extend_from_slice(&crate::strata::path_array(key, d));
-            if d > 0 {
-                let other = key.with_bit(d - 1, !key.bit(d - 1));
-                sibs.extend_from_slice(&crate::strata::path_array(&other, d));
-            } else {
-                sibs.extend_from_slice(&[0u8; 32]);
+            push_prefix(paths, &full, d);
+            match d.checked_sub(1) {
+                Some(last) => {
+                    let mut other = full;
+                    other[last / 8] ^= 0x80 >> (last % 8);
+                    push_prefix(sibs, &other, d);
+                }
+                None => sibs.extend_from_slice(&[0u8; 32]),
             }
         }
-        (paths, sibs)
     }
+}
+
+/// Appends the first `bits` bits of `path` as a zero-padded 32-byte slot.
+#[cfg(feature = "sqlite")]
+fn push_prefix(out: &mut Vec<u8>, path: &[u8; 32], bits: usize) {
+    let len = bits.div_ceil(8);
+    let start = out.len();
+    out.extend_from_slice(&path[..len]);
+    if let Some(last) = len.checked_sub(1).and_then(|l| out.get_mut(start + l)) {
+        *last &= crate::strata::last_byte_mask(bits);
+    }
+    out.resize(start + 32, 0);
 }
 
 /// Decodes rows read by a path walk (path, depth, body) into the nodes
@@ -639,6 +659,53 @@ mod tests {
         space.memo_read(Hash([9; 32]), rows(0x40, 1));
         let (known, _) = space.memo_take(&ComputedNode::new(r1, 0), &keys);
         assert!(known.is_empty());
+    }
+
+    /// The slot blobs are each row's path and its sibling's as
+    /// `path_array` gives them.
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn slot_blobs_hold_each_rows_path_and_its_siblings() {
+        use crate::key::MAX_LEVEL;
+        use crate::strata::path_array;
+        let keys = [
+            Key([0u8; 32]),
+            Key([0xff; 32]),
+            Key(core::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0x5a)),
+        ];
+        for height in 1..=StratumHeight::MAX {
+            let height = StratumHeight::new(height).expect("height");
+            let starts: Vec<PathStart> = keys
+                .iter()
+                .map(|key| PathStart {
+                    hash: Hash([0; 32]),
+                    key: *key,
+                    level: 0,
+                })
+                .collect();
+            let params = PathParams::new(height, &starts);
+            for (i, key) in params.keys.iter().enumerate() {
+                let (mut paths, mut sibs) = (Vec::new(), Vec::new());
+                params.push_slot_blobs(height, i, &mut paths, &mut sibs);
+                assert_eq!(paths.len(), PathParams::width(height));
+                assert_eq!(sibs.len(), PathParams::width(height));
+                for (j, d) in (0..=MAX_LEVEL).step_by(height.get()).enumerate() {
+                    let slot = |blob: &[u8]| {
+                        <[u8; 32]>::try_from(&blob[j * 32..j * 32 + 32]).expect("slot")
+                    };
+                    assert_eq!(
+                        slot(&paths),
+                        path_array(key, d),
+                        "height {height:?} depth {d}"
+                    );
+                    let sibling = match d.checked_sub(1) {
+                        Some(last) => path_array(&key.with_bit(last, !key.bit(last)), d),
+                        None => [0u8; 32],
+                    };
+                    assert_eq!(slot(&sibs), sibling, "height {height:?} depth {d}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{AssertSqlSafe, Executor, SqlSafeStr, SqlStr, SqliteConnection};
 
-use super::packed::{INDEX_CTE, MAX_ROWS, PackedRow, PackedRows, PackedTexts, count, push_int};
+use super::packed::{
+    INDEX_CTE, INT_WIDTH, MAX_ROWS, PackedRow, PackedRows, PackedTexts, count, push_depth, push_int,
+};
 use crate::dialect::{Arg, CommitRows, Dialect, KeyedRow, PathWalk, RowRead, Shared, arguments};
 use crate::error::Res;
 use crate::hash::Hash;
@@ -768,23 +770,19 @@ async fn walk_height(
         let Some(first) = chunk.first().map(|(s, _)| walks[starts[*s].0].space) else {
             continue;
         };
-        let (mut ns, mut flags) = (Vec::new(), Vec::new());
-        let (mut paths, mut sibs) = (Vec::new(), Vec::new());
+        let mut ns = Vec::with_capacity(chunk.len() * INT_WIDTH);
+        let mut flags = Vec::with_capacity(chunk.len() * 5);
+        let mut paths = Vec::with_capacity(chunk.len() * per_key);
+        let mut sibs = Vec::with_capacity(chunk.len() * per_key);
         for &(s, i) in chunk {
             let (w, params) = &starts[s];
             push_int(&mut ns, walks[*w].info.id);
-            flags.extend_from_slice(
-                format!(
-                    "{:03}{}{}",
-                    params.depths[i],
-                    u8::from(params.first_sibling[i]),
-                    u8::from(walks[*w].siblings)
-                )
-                .as_bytes(),
-            );
-            let (p, q) = params.slot_blob(height, i);
-            paths.extend_from_slice(&p);
-            sibs.extend_from_slice(&q);
+            // "DDDsw": the first depth, whether its sibling is wanted,
+            // whether siblings are wanted on the way down.
+            push_depth(&mut flags, params.depths[i]);
+            flags.push(b'0' + u8::from(params.first_sibling[i]));
+            flags.push(b'0' + u8::from(walks[*w].siblings));
+            params.push_slot_blobs(height, i, &mut paths, &mut sibs);
         }
         let rows = SqliteConnection::exchange(
             first.exchange(),

@@ -59,7 +59,7 @@ fn push_digits(out: &mut Vec<u8>, mut v: u64, width: usize) {
 }
 
 /// Appends a depth as 3 ASCII digits (`format!("{:03}", depth.min(999))`).
-fn push_depth(out: &mut Vec<u8>, depth: usize) {
+pub(crate) fn push_depth(out: &mut Vec<u8>, depth: usize) {
     push_digits(out, u64::try_from(depth.min(999)).unwrap_or(999), 3);
 }
 
