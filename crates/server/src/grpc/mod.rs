@@ -24,6 +24,12 @@
 //! ([`ServiceConfig`]), refusals in gRPC's words (`UNAUTHENTICATED`,
 //! `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`, `UNAVAILABLE`).
 //!
+//! `QueryProof` calls that arrive while a proof read is running wait and
+//! are answered together by the next one
+//! ([`ProofReader`](ms_smt::multiverse::ProofReader): one read of the
+//! roots and one of the paths for the whole batch;
+//! [`UniverseService::with_proof_reads`] sets its bounds).
+//!
 //! [`UniversePeer`] is the other side: it mirrors a server that speaks
 //! the protocol (this one, or a tapd node) into a local multiverse,
 //! fetching only universes whose root differs and, within one, only the
