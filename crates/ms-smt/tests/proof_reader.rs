@@ -76,6 +76,8 @@ async fn multiverse() -> (Multiverse<Probe<MemoryStore>>, Vec<(Universe, LeafKey
     }
     let unwritten = Universe::new(UniverseId::Asset([9; 32]), ProofType::Transfer);
     wanted.push((unwritten, leaf_key(1, 0)));
+    // The same request twice in one batch.
+    wanted.push(wanted[3]);
     (multiverse, wanted)
 }
 
@@ -92,7 +94,7 @@ async fn concurrent_requests_get_what_a_lone_read_gives() {
             assert_eq!(answer, alone, "reads {reads}, batch {batch}, key {key:?}");
             found += usize::from(answer.is_some());
         }
-        assert_eq!(found, 60, "reads {reads}, batch {batch}");
+        assert_eq!(found, 61, "reads {reads}, batch {batch}");
     }
 }
 
@@ -150,8 +152,92 @@ async fn requests_made_during_a_read_share_the_next_one() {
             assert_eq!(answer.expect("read"), alone);
         }
     }
-    // Sharing is what saves: 64 requests in two reads, not 64.
+    // Sharing is what saves: 65 requests in two reads, not 65.
     let shared = direct(&multiverse, vec![&wanted[..1], &wanted[1..]]).await;
     let alone = direct(&multiverse, wanted.chunks(1).collect()).await;
     assert!(shared * 8 < alone, "{shared} reads shared, {alone} alone");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Polls `future` once, as a caller that then goes away.
+async fn poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
+    let mut future = Some(future);
+    std::future::poll_fn(|cx| Poll::Ready(future.take().map(|f| f.poll(cx))))
+        .await
+        .unwrap_or(Poll::Pending)
+}
+
+/// Outside a runtime a request is read alone, and a read task dropped
+/// unrun with its runtime gives its place back: neither leaves a later
+/// request waiting for a read that never comes.
+#[test]
+fn no_request_is_left_without_a_read() {
+    let (multiverse, wanted) = runtime().block_on(multiverse());
+    let reader = ProofReader::with_bounds(multiverse.clone(), 1, 256);
+    let (universe, key) = wanted[0];
+    let expected = runtime()
+        .block_on(multiverse.proof(&universe, &key))
+        .expect("read");
+    assert!(expected.is_some());
+
+    // No runtime: the memory store answers at the first poll.
+    let mut alone = std::pin::pin!(reader.proof(&universe, &key));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match alone.as_mut().poll(&mut cx) {
+        Poll::Ready(answer) => assert_eq!(answer.expect("read"), expected),
+        Poll::Pending => panic!("a read outside a runtime waited"),
+    }
+
+    // A read task spawned on a runtime that stops before running it.
+    let first = runtime();
+    first.block_on(async {
+        let mut asked = std::pin::pin!(reader.proof(&universe, &key));
+        assert!(poll_once(asked.as_mut()).await.is_pending());
+    });
+    drop(first);
+
+    let later = runtime().block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            reader.proof(&universe, &key),
+        )
+        .await
+    });
+    assert_eq!(
+        later.expect("a later request was answered").expect("read"),
+        expected
+    );
+}
+
+/// Requests whose callers went away before their read are not read.
+#[tokio::test(flavor = "current_thread")]
+async fn requests_of_callers_gone_are_not_read() {
+    let (multiverse, wanted) = multiverse().await;
+    let reader = ProofReader::with_bounds(multiverse.clone(), 1, 256);
+    let mut asked: Vec<_> = wanted
+        .iter()
+        .map(|(u, k)| Box::pin(reader.proof(u, k)))
+        .collect();
+    // Every request queued (the first one's read spawned, not yet run).
+    for future in &mut asked {
+        assert!(poll_once(future.as_mut()).await.is_pending());
+    }
+    let first = asked.remove(0);
+    drop(asked);
+    let answer = first.await.expect("read");
+    assert_eq!(
+        answer,
+        multiverse
+            .proof(&wanted[0].0, &wanted[0].1)
+            .await
+            .expect("read")
+    );
+    let stats = reader.stats();
+    assert_eq!((stats.reads, stats.proofs), (1, 1), "{stats:?}");
 }

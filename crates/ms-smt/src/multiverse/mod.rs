@@ -312,6 +312,37 @@ where
         Ok(found)
     }
 
+    /// [`contains`](Self::contains) of each of `universes`, in order: the
+    /// ones not yet seen in one read of the directory, each asked once.
+    async fn contains_all<'u>(
+        &self,
+        universes: impl Iterator<Item = &'u Universe> + Clone,
+    ) -> MultiverseResult<Vec<bool>, S> {
+        let known = |key: &Key| {
+            self.known
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(key)
+        };
+        let mut unseen: Vec<Key> = Vec::new();
+        for universe in universes.clone() {
+            let key = universe.directory_key();
+            if !known(&key) && !unseen.contains(&key) {
+                unseen.push(key);
+            }
+        }
+        if !unseen.is_empty() {
+            let leaves = self.tree(DIRECTORY)?.get_many(&unseen).await?;
+            let mut set = self.known.write().unwrap_or_else(PoisonError::into_inner);
+            for (key, leaf) in unseen.iter().zip(leaves) {
+                if !leaf.is_empty() {
+                    set.insert(*key);
+                }
+            }
+        }
+        Ok(universes.map(|u| known(&u.directory_key())).collect())
+    }
+
     /// The root of `universe`; `None` when it was never written.
     pub async fn root(&self, universe: &Universe) -> MultiverseResult<Option<ComputedNode>, S> {
         if !self.contains(universe).await? {
@@ -555,10 +586,9 @@ where
         &self,
         wanted: &[(Universe, LeafKey)],
     ) -> MultiverseResult<Vec<Option<UniverseProof>>, S> {
-        let mut present = Vec::with_capacity(wanted.len());
-        for (universe, _) in wanted {
-            present.push(self.contains(universe).await?);
-        }
+        let present = self
+            .contains_all(wanted.iter().map(|(universe, _)| universe))
+            .await?;
         let reads: Vec<(String, Key)> = wanted
             .iter()
             .zip(&present)

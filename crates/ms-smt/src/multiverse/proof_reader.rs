@@ -38,11 +38,12 @@ pub const DEFAULT_PROOF_BATCH: usize = 256;
 /// requests made meanwhile wait and are answered by the next read, up to
 /// `batch` of them in one [`Multiverse::proofs`]
 /// (each proof then of that read's state). A read that fails is made
-/// again one proof at a time, so each caller gets its own answer or
-/// error. Clones share the queue.
+/// again for each proof alone (all at once), so each caller gets its own
+/// answer or error. A request whose caller went away (a timeout, a
+/// cancelled call) before its read is not read. Clones share the queue.
 ///
-/// Reads run on tasks of the current Tokio runtime: call
-/// [`proof`](Self::proof) from inside one (as for `tokio::spawn`).
+/// Reads run on tasks of the current Tokio runtime; called outside one,
+/// [`proof`](Self::proof) reads alone.
 pub struct ProofReader<S: ForestStore> {
     shared: Arc<Shared<S>>,
 }
@@ -143,12 +144,16 @@ where
     }
 
     /// [`Multiverse::proof`] of `key` in `universe`, read with the
-    /// requests of other callers made meanwhile.
+    /// requests of other callers made meanwhile (outside a Tokio runtime,
+    /// read alone).
     pub async fn proof(
         &self,
         universe: &Universe,
         key: &LeafKey,
     ) -> MultiverseResult<Option<UniverseProof>, S> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.shared.multiverse.proof(universe, key).await;
+        };
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut queue = self.shared.lock();
@@ -165,12 +170,18 @@ where
             }
         };
         if let Some(batch) = start {
-            tokio::spawn(read(self.shared.clone(), batch));
+            // Counted out by the guard even if the task never runs (its
+            // runtime shut down first): the guard is the task's argument.
+            let running = Running {
+                shared: self.shared.clone(),
+                armed: true,
+            };
+            runtime.spawn(read(running, batch));
         }
         match answer.await {
             Ok(answer) => answer,
             // The read's task ended without answering (it panicked, or
-            // the runtime is shutting down): read alone.
+            // its runtime shut down): read alone.
             Err(_) => self.shared.multiverse.proof(universe, key).await,
         }
     }
@@ -183,8 +194,11 @@ impl<S: ForestStore> Shared<S> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The next batch: the oldest waiting requests, up to the bound.
+    /// The next batch: the oldest waiting requests whose callers still
+    /// wait (a caller that timed out or went away is not read for), up to
+    /// the bound.
     fn take(&self, queue: &mut Queue<S>) -> Vec<Request<S>> {
+        queue.waiting.retain(|request| !request.reply.is_closed());
         if queue.waiting.len() <= self.batch {
             std::mem::take(&mut queue.waiting)
         } else {
@@ -193,16 +207,17 @@ impl<S: ForestStore> Shared<S> {
     }
 }
 
-/// Counts a read task out if it ends by unwinding, and drops the requests
-/// still waiting (no read may be left to take them): their callers, and
-/// those of the batch it was reading, find their answers dropped and read
-/// alone.
-struct Running<'s, S: ForestStore> {
-    shared: &'s Shared<S>,
+/// A read task's place among the `reads` running: counted out when the
+/// task ends without finding the queue empty (it unwound, or its runtime
+/// dropped it, run or not), and then the requests still waiting are
+/// dropped (no read may be left to take them): their callers, and those of
+/// the batch it held, find their answers dropped and read alone.
+struct Running<S: ForestStore> {
+    shared: Arc<Shared<S>>,
     armed: bool,
 }
 
-impl<S: ForestStore> Drop for Running<'_, S> {
+impl<S: ForestStore> Drop for Running<S> {
     fn drop(&mut self) {
         if self.armed {
             let mut queue = self.shared.lock();
@@ -215,37 +230,38 @@ impl<S: ForestStore> Drop for Running<'_, S> {
 /// A read task: answers `batch`, then every batch that waited meanwhile,
 /// and ends when none is left (counted out under the same lock that
 /// queues requests, so none is left behind).
-async fn read<S>(shared: Arc<Shared<S>>, mut batch: Vec<Request<S>>)
+async fn read<S>(mut running: Running<S>, mut batch: Vec<Request<S>>)
 where
-    S: ForestStore + Clone,
-    S::Tree: Clone,
+    S: ForestStore + Clone + 'static,
+    S::Tree: Clone + 'static,
 {
-    let mut running = Running {
-        shared: &shared,
-        armed: true,
-    };
+    let shared = running.shared.clone();
     loop {
-        shared.reads_made.fetch_add(1, Ordering::Relaxed);
-        shared
-            .proofs_read
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        answer(&shared.multiverse, batch).await;
+        if !batch.is_empty() {
+            shared.reads_made.fetch_add(1, Ordering::Relaxed);
+            shared
+                .proofs_read
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            answer(&shared.multiverse, batch).await;
+        }
         let mut queue = shared.lock();
-        if queue.waiting.is_empty() {
+        batch = shared.take(&mut queue);
+        if batch.is_empty() {
             queue.running = queue.running.saturating_sub(1);
             running.armed = false;
             return;
         }
-        batch = shared.take(&mut queue);
     }
 }
 
-/// Answers every request of `batch` from one read; if that read fails,
-/// each from its own.
+/// Answers every request of `batch` from one read. If that read fails,
+/// each request is read alone, all at once on tasks of their own (so that
+/// every caller gets its own answer or error, and a store that is down
+/// costs the batch one wait, not one per request).
 async fn answer<S>(multiverse: &Multiverse<S>, batch: Vec<Request<S>>)
 where
-    S: ForestStore + Clone,
-    S::Tree: Clone,
+    S: ForestStore + Clone + 'static,
+    S::Tree: Clone + 'static,
 {
     let wanted: Vec<(Universe, LeafKey)> = batch.iter().map(|r| (r.universe, r.key)).collect();
     match multiverse.proofs(&wanted).await {
@@ -257,8 +273,14 @@ where
         }
         _ => {
             for request in batch {
-                let proof = multiverse.proof(&request.universe, &request.key).await;
-                let _ = request.reply.send(proof);
+                if request.reply.is_closed() {
+                    continue;
+                }
+                let multiverse = multiverse.clone();
+                tokio::spawn(async move {
+                    let proof = multiverse.proof(&request.universe, &request.key).await;
+                    let _ = request.reply.send(proof);
+                });
             }
         }
     }
