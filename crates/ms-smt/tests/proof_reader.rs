@@ -105,19 +105,21 @@ async fn direct(
     multiverse: &Multiverse<Probe<MemoryStore>>,
     chunks: Vec<&[(Universe, LeafKey)]>,
 ) -> u64 {
-    let fetches = || {
-        multiverse
-            .forest()
-            .store()
-            .hook
-            .fetches
-            .load(Ordering::Relaxed)
-    };
-    let before = fetches();
+    let before = fetches(multiverse);
     for chunk in chunks {
         multiverse.proofs(chunk).await.expect("read");
     }
-    fetches() - before
+    fetches(multiverse) - before
+}
+
+/// Store read calls so far.
+fn fetches(multiverse: &Multiverse<Probe<MemoryStore>>) -> u64 {
+    multiverse
+        .forest()
+        .store()
+        .hook
+        .fetches
+        .load(Ordering::Relaxed)
 }
 
 /// On one thread the order is fixed: the first request starts a read and
@@ -125,14 +127,6 @@ async fn direct(
 #[tokio::test(flavor = "current_thread")]
 async fn requests_made_during_a_read_share_the_next_one() {
     let (multiverse, wanted) = multiverse().await;
-    let fetches = || {
-        multiverse
-            .forest()
-            .store()
-            .hook
-            .fetches
-            .load(Ordering::Relaxed)
-    };
     // Every universe's directory leaf seen once, so that only proof
     // reads are counted.
     for (universe, _) in &wanted {
@@ -144,9 +138,9 @@ async fn requests_made_during_a_read_share_the_next_one() {
         chunks.extend(wanted[1..].chunks(batch));
         let expected = direct(&multiverse, chunks.clone()).await;
         let reader = ProofReader::with_bounds(multiverse.clone(), 1, batch);
-        let before = fetches();
+        let before = fetches(&multiverse);
         let asked = join_all(wanted.iter().map(|(u, k)| reader.proof(u, k))).await;
-        assert_eq!(fetches() - before, expected, "batch {batch}");
+        assert_eq!(fetches(&multiverse) - before, expected, "batch {batch}");
         for ((universe, key), answer) in wanted.iter().zip(asked) {
             let alone = multiverse.proof(universe, key).await.expect("read");
             assert_eq!(answer.expect("read"), alone);

@@ -387,33 +387,22 @@ impl PathParams {
         sibs: &mut Vec<u8>,
     ) {
         use crate::key::MAX_LEVEL;
+        use crate::strata::{path_array, path_prefix};
         // The whole key as a path once; each slot is a prefix of it (or
         // of it with the prefix's last bit flipped, for the sibling).
-        let full = crate::strata::path_array(&self.keys[i], MAX_LEVEL);
+        let full = path_array(&self.keys[i], MAX_LEVEL);
         for d in (0..=MAX_LEVEL).step_by(height.get()) {
-            push_prefix(paths, &full, d);
+            paths.extend_from_slice(&path_prefix(&full, d));
             match d.checked_sub(1) {
                 Some(last) => {
                     let mut other = full;
                     other[last / 8] ^= 0x80 >> (last % 8);
-                    push_prefix(sibs, &other, d);
+                    sibs.extend_from_slice(&path_prefix(&other, d));
                 }
                 None => sibs.extend_from_slice(&[0u8; 32]),
             }
         }
     }
-}
-
-/// Appends the first `bits` bits of `path` as a zero-padded 32-byte slot.
-#[cfg(feature = "sqlite")]
-fn push_prefix(out: &mut Vec<u8>, path: &[u8; 32], bits: usize) {
-    let len = bits.div_ceil(8);
-    let start = out.len();
-    out.extend_from_slice(&path[..len]);
-    if let Some(last) = len.checked_sub(1).and_then(|l| out.get_mut(start + l)) {
-        *last &= crate::strata::last_byte_mask(bits);
-    }
-    out.resize(start + 32, 0);
 }
 
 /// Decodes rows read by a path walk (path, depth, body) into the nodes
@@ -527,15 +516,18 @@ pub(crate) fn keyed_rows<D: TryInto<usize>>(
     rows: Vec<(Vec<u8>, D, Vec<u8>)>,
 ) -> Res<Vec<(RowKey, Vec<u8>)>> {
     rows.into_iter()
-        .map(|(path, depth, body)| {
-            let depth = depth.try_into().unwrap_or(usize::MAX);
-            Ok((stored_key(space, &path, depth)?, body))
-        })
+        .map(|(path, depth, body)| Ok((stored_key(space, &path, depth)?, body)))
         .collect()
 }
 
-/// The key of a row read at (`path`, `depth`).
-pub(crate) fn stored_key(space: &NamespaceState, path: &[u8], depth: usize) -> Res<RowKey> {
+/// The key of a row read at (`path`, `depth`; a depth no `usize` holds is
+/// past every row's, and refused as malformed).
+pub(crate) fn stored_key<D: TryInto<usize>>(
+    space: &NamespaceState,
+    path: &[u8],
+    depth: D,
+) -> Res<RowKey> {
+    let depth = depth.try_into().unwrap_or(usize::MAX);
     RowKey::stored(path, depth).ok_or_else(|| {
         space.rows_error(StrataError::Malformed {
             depth,

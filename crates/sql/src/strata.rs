@@ -261,12 +261,15 @@ pub fn path_bytes(key: &Key, bits: usize) -> Vec<u8> {
 /// [`path_bytes`] zero-padded to 32 bytes, without allocating. Sorting by
 /// `(path_array, depth)` is sorting by [`RowKey`].
 pub fn path_array(key: &Key, bits: usize) -> [u8; 32] {
+    path_prefix(&key.0.map(u8::reverse_bits), bits)
+}
+
+/// The first `bits` bits of a 256-bit `path`, zero-padded to 32 bytes.
+pub(crate) fn path_prefix(path: &[u8; 32], bits: usize) -> [u8; 32] {
     let bits = bits.min(MAX_LEVEL);
     let len = bits.div_ceil(8);
     let mut out = [0u8; 32];
-    for (o, b) in out.iter_mut().zip(key.0.iter()).take(len) {
-        *o = b.reverse_bits();
-    }
+    out[..len].copy_from_slice(&path[..len]);
     if let Some(last) = len.checked_sub(1).and_then(|i| out.get_mut(i)) {
         *last &= last_byte_mask(bits);
     }

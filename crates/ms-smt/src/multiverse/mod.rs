@@ -290,26 +290,8 @@ where
     /// Reads check this first, so that names no write made are never
     /// opened.
     pub async fn contains(&self, universe: &Universe) -> MultiverseResult<bool, S> {
-        let key = universe.directory_key();
-        // A poisoned lock only means a panic elsewhere while it was held;
-        // the set is still a set.
-        if self
-            .known
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&key)
-        {
-            return Ok(true);
-        }
-        let directory = self.tree(DIRECTORY)?;
-        let found = !directory.get(&key).await?.is_empty();
-        if found {
-            self.known
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key);
-        }
-        Ok(found)
+        let found = self.contains_all(std::iter::once(universe)).await?;
+        Ok(found.first().copied().unwrap_or(false))
     }
 
     /// [`contains`](Self::contains) of each of `universes`, in order: the
@@ -318,6 +300,8 @@ where
         &self,
         universes: impl Iterator<Item = &'u Universe> + Clone,
     ) -> MultiverseResult<Vec<bool>, S> {
+        // A poisoned lock only means a panic elsewhere while it was held;
+        // the set is still a set.
         let known = |key: &Key| {
             self.known
                 .read()

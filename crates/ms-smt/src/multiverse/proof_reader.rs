@@ -237,13 +237,11 @@ where
 {
     let shared = running.shared.clone();
     loop {
-        if !batch.is_empty() {
-            shared.reads_made.fetch_add(1, Ordering::Relaxed);
-            shared
-                .proofs_read
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            answer(&shared.multiverse, batch).await;
-        }
+        shared.reads_made.fetch_add(1, Ordering::Relaxed);
+        shared
+            .proofs_read
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        answer(&shared.multiverse, batch).await;
         let mut queue = shared.lock();
         batch = shared.take(&mut queue);
         if batch.is_empty() {

@@ -278,7 +278,6 @@ impl Dialect for PgConnection {
         for (r, path, depth, body) in rows {
             let r = usize::try_from(r).ok();
             if let Some((rows, read)) = r.and_then(|r| out.get_mut(r).zip(reads.get(r))) {
-                let depth = usize::try_from(depth).unwrap_or(usize::MAX);
                 rows.push((stored_key(read.space, &path, depth)?, body));
             }
         }

@@ -233,7 +233,6 @@ impl Dialect for SqliteConnection {
                     .get(&ns)
                     .and_then(|&r| out.get_mut(r).zip(reads.get(r)))
                 {
-                    let depth = usize::try_from(depth).unwrap_or(usize::MAX);
                     rows.push((stored_key(read.space, &path, depth)?, body));
                 }
             }
